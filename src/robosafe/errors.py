@@ -1,0 +1,49 @@
+"""Errors a user can act on.
+
+Every error names where the problem is (file, line, episode, field) so the CLI can print it as
+one line and exit 2 without a traceback (DESIGN.md, Conventions).
+"""
+
+from __future__ import annotations
+
+
+class RobosafeError(Exception):
+    """Base class for user-actionable errors."""
+
+
+class TraceError(RobosafeError):
+    """A trace file or episode record is malformed.
+
+    ``source`` is the file (optionally ``file:line``), ``episode`` the episode id when known,
+    ``field`` a path into the record such as ``steps[5].joint_torque_nm``.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, episode: str | None = None,
+                 field: str | None = None):
+        self.message = message
+        self.source = source
+        self.episode = episode
+        self.field = field
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.source:
+            where.append(self.source)
+        if self.episode is not None:
+            where.append(f"episode {self.episode!r}")
+        if self.field:
+            where.append(self.field)
+        return (": ".join(where) + ": " if where else "") + self.message
+
+
+class SpecError(RobosafeError):
+    """An STL formula or a registry row is malformed (names the spec and column)."""
+
+
+class RegistryError(RobosafeError):
+    """A registry data file is inconsistent, or a task cannot be resolved."""
+
+
+class UnknownTaskError(RegistryError):
+    """A task is neither in the applicability registry nor carries its own task tags."""
