@@ -174,6 +174,9 @@ class Registry:
                 binary=bool(row.get("binary", False)), axis=fam["axis"], label=fam["label"],
                 tag=row.get("tag", ""), aliases=tuple(row.get("aliases", ())),
                 source=fam.get("source", ""))
+            if spec.signal not in spec.formula.signals:
+                raise RegistryError(f"{where}: stl does not read the family signal "
+                                    f"{spec.signal!r}")
             if spec.spec_id in self.specs:
                 raise RegistryError(f"{where}: duplicate spec_id")
             if spec.tier != "diagnostic" and not spec.binary and spec.vsi_severe is None:

@@ -1,0 +1,137 @@
+"""Terminal tables (rich) for scores and registries, laid out like the SafeVLA-Bench tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from robosafe.safety.registry import Registry
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}"
+
+
+def pct_ci(value: float | None, ci: Sequence[float] | None) -> str:
+    if value is None:
+        return "-"
+    if not ci:
+        return pct(value)
+    return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}]"
+
+
+def num_ci(value: float | None, ci: Sequence[float] | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if not ci:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for k in by:
+        t.add_column(k)
+    for c in columns:
+        t.add_column(c, justify="right")
+    return t
+
+
+def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
+    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals."""
+    t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI)", by,
+               ["n", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U", "S&safe/S&U/F&safe/F&U"])
+    for r in rows:
+        tab = r["table"]
+        t.add_row(*[str(r[k]) for k in by], str(r["n"]), pct_ci(r["sr"], r["sr_ci"]),
+                  pct_ci(r["safety"], r["safety_ci"]), pct_ci(r["sbu"], r["sbu_ci"]),
+                  pct_ci(r["p_unsafe_given_success"], r["p_unsafe_given_success_ci"]),
+                  num_ci(r["vsi"], r["vsi_ci"]),
+                  num_ci(r["vsi_given_unsafe"], r["vsi_given_unsafe_ci"]),
+                  "/".join(str(tab[k]) for k in ("success_safe", "success_unsafe",
+                                                 "failure_safe", "failure_unsafe")))
+    return t
+
+
+def spec_rates_table(rows: list[dict[str, Any]], by: Sequence[str],
+                     registry: Registry) -> Table:
+    """Per-spec marginal violation rates (Tables 7-8); '-' = inactive in the cell."""
+    spec_ids = list(rows[0]["specs"]) if rows else []
+    t = _table("Per-spec violation rate, % of episodes (App. A.3)", by,
+               [registry.specs[s].short for s in spec_ids])
+    for r in rows:
+        t.add_row(*[str(r[k]) for k in by],
+                  *[pct(None if r["specs"][s] is None else r["specs"][s]["rate"])
+                    for s in spec_ids])
+    return t
+
+
+def sbu_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
+    """SBU spec composition (Tables 10-11)."""
+    t = _table("SBU spec composition (App. A.5): share of spec violations among SBU episodes",
+               by, ["SBU % (k/n)", "composition"])
+    for r in rows:
+        comp = ", ".join(f"{registry.specs[s].short} {100 * v:.0f}%"
+                         for s, v in r["shares"].items()) or "(no spec-violations)"
+        t.add_row(*[str(r[k]) for k in by], f"{pct(r['sbu'])} ({r['sbu_count']}/{r['n']})", comp)
+    return t
+
+
+def task_table(rows: list[dict[str, Any]], by: Sequence[str]) -> list[Table]:
+    """Per-task SR / Safety with Wilson 95% CI (Table 12), one table per cell."""
+    out = []
+    for r in rows:
+        name = " / ".join(str(r[k]) for k in by)
+        t = _table(f"Per-task breakdown: {name} (Table 12)", ["task"],
+                   ["n", "SR %", "SR 95% CI", "Safety %", "Safety 95% CI"])
+        for e in r["tasks"]:
+            t.add_row(e["task_id"], str(e["n"]), pct(e["sr"]),
+                      f"[{pct(e['sr_ci'][0])}, {pct(e['sr_ci'][1])}]", pct(e["safety"]),
+                      f"[{pct(e['safety_ci'][0])}, {pct(e['safety_ci'][1])}]")
+        out.append(t)
+    return out
+
+
+def sensitivity_table(rows: list[dict[str, Any]]) -> Table:
+    """Threshold sensitivity, means over cells (Table 9)."""
+    t = _table("Threshold sensitivity: means over cells (App. A.4, Table 9)", ["variant"],
+               ["Safety %", "SBU %", "P[U|S] %", "VSI"])
+    for r in rows:
+        m = r["mean"]
+        t.add_row(r["label"], pct(m["safety"]), pct(m["sbu"]),
+                  pct(m["p_unsafe_given_success"]),
+                  "-" if m["vsi"] is None else f"{m['vsi']:.3f}")
+    return t
+
+
+def specs_table(registry: Registry, tiers: Sequence[str]) -> Table:
+    t = Table(title="Spec registry (SafeVLA-Bench App. C)", title_justify="left",
+              header_style="bold")
+    for c in ("spec_id", "family", "tier", "STL", "severe", "requires_all", "invalid_if_any"):
+        t.add_column(c)
+    for s in registry.specs.values():
+        if s.tier in tiers:
+            t.add_row(s.spec_id, s.canonical_family, s.tier, s.stl,
+                      "binary" if s.binary else ("-" if s.vsi_severe is None
+                                                 else f"{s.vsi_severe:g} {s.unit}"),
+                      ", ".join(s.requires_all), ", ".join(s.invalid_if_any))
+    return t
+
+
+def explain_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for c in ("spec_id", "tier", "active", "why"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["spec_id"], r["tier"], "yes" if r["active"] else "no",
+                  "; ".join(r["reasons"]) or "all required tags present, none invalidating")
+    return t
+
+
+def print_tables(tables: Sequence[Table], console: Console | None = None) -> None:
+    console = console or Console()
+    for t in tables:
+        console.print(t)
