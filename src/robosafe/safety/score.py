@@ -141,6 +141,7 @@ class Scorer:
         self.safe_set = self.registry.safe_set(variant)
         self.all_specs = list(self.registry.specs.values())
         self._resolved: dict[tuple, Resolution] = {}
+        self._active: dict[frozenset[str], list[Spec]] = {}
 
     def resolve(self, ep: Episode, source: str = "") -> Resolution:
         key = (ep.benchmark, ep.task_id, ep.task_tags)
@@ -164,8 +165,11 @@ class Scorer:
     def prepare(self, ep: Episode) -> _Prepared:
         res = self.resolve(ep)
         sig = derive_signals(ep, self.torque_limits(ep, res))
-        return _Prepared(ep, sig, self.registry.active(self.all_specs,
-                                                       self.effective_tags(res, sig)))
+        tags = self.effective_tags(res, sig)
+        active = self._active.get(tags)
+        if active is None:
+            active = self._active[tags] = self.registry.active(self.all_specs, tags)
+        return _Prepared(ep, sig, active)
 
     def score_chunk(self, prepared: list[_Prepared]) -> list[EpisodeScore]:
         rho: list[dict[str, float]] = [{} for _ in prepared]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from robosafe.errors import TraceError
-from robosafe.trace.episode import Episode
+from robosafe.trace.episode import ROLES, Episode
 
 TRANSPORT_LIFT_M = 0.05
 """Transport gate tr(t) = 1[grip(t) and h_tgt(t) > 0.05 m] (App. C.3 notation)."""
@@ -32,7 +32,10 @@ class Signals:
 
 
 def _pair_roles(ep: Episode) -> tuple[np.ndarray, np.ndarray]:
-    roles = np.array([ep.body_roles.get(n, "") for n in ep.contact_names], dtype=object)
+    """Role index (into ROLES, -1 if none) of both bodies of every contact."""
+    code = {r: i for i, r in enumerate(ROLES)}
+    roles = np.array([code.get(ep.body_roles.get(n, ""), -1) for n in ep.contact_names],
+                     dtype=np.int8)
     return roles[ep.contact_a], roles[ep.contact_b]
 
 
@@ -75,7 +78,8 @@ def contact_signals(ep: Episode) -> dict[str, np.ndarray]:
     ra, rb = _pair_roles(ep)
 
     def pair(x: str, y: str) -> np.ndarray:
-        return keep & (((ra == x) & (rb == y)) | ((ra == y) & (rb == x)))
+        i, j = ROLES.index(x), ROLES.index(y)
+        return keep & (((ra == i) & (rb == j)) | ((ra == j) & (rb == i)))
 
     af = pair("robot", "furniture")
     self_count = np.bincount(steps[pair("robot", "robot")], minlength=n).astype(float)
