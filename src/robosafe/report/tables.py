@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
 def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
     """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals."""
     t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI)", by,
-               ["n", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U", "S&safe/S&U/F&safe/F&U"])
+               ["n", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U", "2x2 SS/SU/FS/FU"])
     for r in rows:
         tab = r["table"]
         t.add_row(*[str(r[k]) for k in by], str(r["n"]), pct_ci(r["sr"], r["sr_ci"]),
@@ -132,6 +133,7 @@ def explain_table(title: str, rows: list[dict[str, Any]]) -> Table:
 
 
 def print_tables(tables: Sequence[Table], console: Console | None = None) -> None:
-    console = console or Console()
+    # Piped output would otherwise be wrapped at 80 columns; tables are meant to be pasted.
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
     for t in tables:
         console.print(t)

@@ -10,8 +10,12 @@ without re-running STL.
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -241,3 +245,80 @@ def score_episodes(episodes: Iterable[Episode], *, variant: str = "default",
                    on_error: Callable[[RobosafeError], None] | None = None) -> list[EpisodeScore]:
     """Score episodes under one threshold variant (convenience wrapper around Scorer)."""
     return list(Scorer(registry, variant).score(episodes, on_error=on_error))
+
+
+def _score_chunk_worker(args: tuple[str, list[Episode]]) -> tuple[list[EpisodeScore],
+                                                                  list[RobosafeError]]:
+    variant, episodes = args
+    errors: list[RobosafeError] = []
+    scores = list(_worker_scorer(variant).score(episodes, on_error=errors.append))
+    return scores, errors
+
+
+@lru_cache(maxsize=4)
+def _worker_scorer(variant: str) -> Scorer:
+    return Scorer(variant=variant)
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    buf = []
+    for x in items:
+        buf.append(x)
+        if len(buf) >= size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def score_stream(episodes: Iterable[Episode], *, variant: str = "default", workers: int = 1,
+                 chunk: int = 256,
+                 on_error: Callable[[RobosafeError], None] | None = None) -> Iterator[EpisodeScore]:
+    """Score a stream of episodes, in order, with ``workers`` processes.
+
+    The parent reads and hands out chunks; at most ``2 * workers`` chunks are in flight, so
+    memory stays bounded by a few chunks whatever the archive size.
+    """
+    if workers <= 1:
+        yield from Scorer(variant=variant).score(episodes, on_error=on_error, chunk=chunk)
+        return
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: deque = deque()
+        for part in _chunks(episodes, chunk):
+            pending.append(pool.submit(_score_chunk_worker, (variant, part)))
+            while len(pending) >= 2 * workers:
+                yield from _drain(pending.popleft(), on_error)
+        while pending:
+            yield from _drain(pending.popleft(), on_error)
+
+
+def _drain(future, on_error) -> Iterator[EpisodeScore]:
+    scores, errors = future.result()
+    for err in errors:
+        if on_error is None:
+            raise err
+        on_error(err)
+    yield from scores
+
+
+def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
+                on_error: Callable[[RobosafeError], None] | None = None
+                ) -> Iterator[EpisodeScore]:
+    """Read and score trace files (JSON, JSONL, Parquet) lazily; see ``score_stream``.
+
+    With ``on_error``, a bad episode or a whole unreadable file is reported and skipped and the
+    remaining files are still scored.
+    """
+    from robosafe.trace.io import iter_episodes
+
+    def episodes() -> Iterator[Episode]:
+        for p in paths:
+            try:
+                yield from iter_episodes(p, on_error=on_error)
+            except TraceError as err:
+                if on_error is None:
+                    raise
+                on_error(err)
+
+    return score_stream(episodes(), variant=variant, workers=workers, on_error=on_error)

@@ -133,9 +133,12 @@ def synthesize_episode(rng: np.random.Generator, *, benchmark: str, task_id: str
     if hz.get("torque"):
         t0 = int(rng.integers(10, n_steps - 10))
         torque[t0, 4] = 12.0 * rng.uniform(1.05, 2.5)
+    # Quantise to sensor-like resolution (0.1 mm, 0.01 N m, 0.1 N) so archives compress.
+    eef, pos, bys, torque = eef.round(4), pos.round(4), bys.round(4), torque.round(2)
+    contacts = [[(a, b, round(f, 1)) for a, b, f in step] for step in contacts]
     counts = np.array([len(c) for c in contacts])
     flat = [c for step in contacts for c in step]
-    quat = _quat_about_x(angle)
+    quat = _quat_about_x(angle).round(6)
     body_names = (target, *bystanders)
     roles = {**{n: "robot" for n in ROBOT_BODIES}, target: "target",
              **{b: "bystander" for b in bystanders}, **{f: "furniture" for f in FURNITURE}}

@@ -1,0 +1,130 @@
+"""Scoring throughput: robosafe's batched STL scorer vs rtamt per episode (issue: safety scoring).
+
+Baseline (named, run in the same invocation): rtamt 0.4.10's offline discrete-time monitor
+(``StlDiscreteTimeOfflineSpecification``), evaluating the same active specs of every episode on
+the same derived signals, one episode and one spec at a time. Boolean gate atoms are fed to
+rtamt as +-1e9 floats so both engines compute identical robustness values; the benchmark checks
+that they agree on every spec of every baseline episode before reporting a ratio.
+
+Run:  python benchmarks/bench_scoring.py [--episodes 10000] [--steps 300] [--baseline 200]
+
+The robosafe side reads a Parquet archive from disk and scores it end to end (read + derive +
+STL + verdicts), in chunks, with ``--workers`` processes. The rtamt side is timed on the first
+``--baseline`` episodes (it is ~100x slower; the whole archive would take most of an hour), and
+per-episode costs are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robosafe.safety.score import Scorer, score_files
+from robosafe.trace.io import iter_episodes, write_episodes
+from robosafe.trace.synthetic import synthesize_archive
+
+BIG = 1e9
+
+
+def rtamt_text(stl: str, atoms: set[str]) -> str:
+    """Translate a registry formula into rtamt syntax (G[0,T] -> always, -> -> implies)."""
+    text = stl.replace("G[0,T]", "always").replace("->", "implies")
+    for a in atoms:
+        text = re.sub(rf"\b{a}\b(?!\s*[<>])", f"({a} > 0)", text)
+    return text
+
+
+def rtamt_robustness(stl: str, signals: dict[str, np.ndarray], cache: dict) -> float:
+    import rtamt
+
+    atoms = {k for k, v in signals.items() if v.dtype == bool}
+    spec = rtamt.StlDiscreteTimeOfflineSpecification()
+    names = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", stl)) - {"G", "T"})
+    for n in names:
+        spec.declare_var(n, "float")
+    spec.spec = rtamt_text(stl, atoms & set(names))
+    spec.parse()
+    n_steps = len(next(iter(signals.values())))
+    data = {"time": list(range(n_steps))}
+    for n in names:
+        v = signals[n]
+        data[n] = list(np.where(v, BIG, -BIG) if v.dtype == bool else v.astype(float))
+    return float(spec.evaluate(data)[0][1])
+
+
+def run_rtamt(episodes, scorer: Scorer) -> tuple[float, dict[tuple[str, str], float]]:
+    out = {}
+    start = time.perf_counter()
+    for ep in episodes:
+        prep = scorer.prepare(ep)
+        for spec in prep.active:
+            rho = rtamt_robustness(spec.stl, prep.signals.values, {})
+            out[(ep.episode_id, spec.spec_id)] = rho
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=10_000)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--baseline", type=int, default=200, help="episodes timed with rtamt")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+
+    per_task = max(1, args.episodes // (4 * 10 * 2))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "archive.parquet"
+        gen = synthesize_archive(benchmarks=["libero-spatial", "libero-object", "libero-goal",
+                                             "libero-10"], tasks_per_benchmark=10,
+                                 episodes_per_task=per_task,
+                                 profiles=["steady-policy", "fast-policy"], n_steps=args.steps)
+        t0 = time.perf_counter()
+        n = write_episodes(path, gen)
+        print(f"archive: {n} episodes x {args.steps} steps, {path.stat().st_size / 1e6:.1f} MB "
+              f"parquet (generated+written in {time.perf_counter() - t0:.1f} s)")
+
+        t0 = time.perf_counter()
+        scores = list(score_files([path], workers=args.workers))
+        ours = time.perf_counter() - t0
+        assert len(scores) == n
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"robosafe: {ours:.2f} s for {n} episodes ({n / ours:,.0f} episodes/s, "
+              f"{1e3 * ours / n:.3f} ms/episode, {args.workers} workers, peak RSS of the "
+              f"parent {rss:.0f} MB)")
+
+        scorer = Scorer()
+        sample = []
+        for ep in iter_episodes(path):
+            sample.append(ep)
+            if len(sample) >= args.baseline:
+                break
+        base, rho = run_rtamt(sample, scorer)
+        by_id = {s.episode_id: s for s in scores}
+        worst = 0.0
+        for (eid, sid), r in rho.items():
+            mine = by_id[eid].robustness[sid]
+            spec = scorer.registry.specs[sid]
+            if r >= BIG / 2:  # vacuous gate: rtamt's +1e9 is our reported |threshold|
+                assert mine == abs(spec.threshold), (eid, sid, r, mine)
+                continue
+            worst = max(worst, abs(mine - r))
+            assert (mine < 0) == (r < 0), (eid, sid, mine, r)
+        assert worst < 1e-6, worst
+        per_base = base / len(sample)
+        per_ours = ours / n
+        print(f"rtamt:    {base:.2f} s for {len(sample)} episodes ({1e3 * per_base:.1f} "
+              f"ms/episode; {len(rho)} spec evaluations agree, max |diff| {worst:.1e})")
+        print(f"ratio:    robosafe is {per_base / per_ours:,.0f}x rtamt per episode "
+              f"(whole archive extrapolated for rtamt: {per_base * n / 60:.0f} min)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from robosafe.cli import main
+
+main()

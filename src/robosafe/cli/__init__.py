@@ -1,0 +1,64 @@
+"""The ``robosafe`` command line. Each command is a thin call into one package.
+
+User mistakes (bad files, unknown tasks, malformed specs) print one line and exit 2, never a
+traceback (DESIGN.md conventions).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from robosafe.errors import RobosafeError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Evaluate robot policies beyond task success.")
+specs_app = typer.Typer(no_args_is_help=True, help="Inspect the safety spec registry.")
+app.add_typer(specs_app, name="specs")
+
+EXIT_USER_ERROR = 2
+
+
+def fail(message: str) -> None:
+    """Print one error line and exit 2."""
+    typer.echo(f"robosafe: error: {message}", err=True)
+    raise typer.Exit(EXIT_USER_ERROR)
+
+
+def user_errors(fn: Callable) -> Callable:
+    """Turn robosafe errors into one line on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RobosafeError as err:
+            fail(str(err))
+
+    return wrapper
+
+
+def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    if out:
+        try:
+            with open(out, "w") as fh:
+                fh.write(text + "\n")
+        except OSError as err:
+            fail(f"{out}: cannot write output: {err.strerror}")
+    if to_stdout:
+        sys.stdout.write(text + "\n")
+
+
+# Commands live in their own modules; importing registers them on ``app``.
+from robosafe.cli import score as _score  # noqa: F401
+from robosafe.cli import specs as _specs  # noqa: F401
+
+
+def main() -> None:
+    app()

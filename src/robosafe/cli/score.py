@@ -1,0 +1,127 @@
+"""``robosafe score``: post-hoc STL safety scoring of recorded rollouts (SafeVLA-Bench)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
+from robosafe.errors import RobosafeError, TraceError
+from robosafe.report import tables as T
+from robosafe.safety.registry import load_registry
+from robosafe.safety.score import score_files
+from robosafe.stats import aggregate as agg
+
+TABLES = ("main", "specs", "sbu", "tasks", "sensitivity")
+
+
+def example_paths() -> list[Path]:
+    """The example traces shipped in the package."""
+    root = resources.files("robosafe").joinpath("examples")
+    return sorted(Path(str(p)) for p in root.iterdir()
+                  if p.name.endswith((".parquet", ".jsonl", ".json")))
+
+
+def _error_record(err: RobosafeError) -> dict:
+    if isinstance(err, TraceError):
+        return {"source": err.source, "episode": err.episode, "field": err.field,
+                "message": err.message, "text": str(err)}
+    return {"message": str(err), "text": str(err)}
+
+
+@app.command()
+@user_errors
+def score(
+    paths: list[Path] = typer.Argument(None, help="Trace files: .json, .jsonl[.gz], .parquet."),
+    example: bool = typer.Option(False, "--example", help="Score the shipped example traces."),
+    out: str = typer.Option(None, "--out", help="Write the App. B metrics JSON to FILE."),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
+    tier: str = typer.Option("default", "--tier",
+                             help="Threshold variant of Table 9 (see `robosafe specs list`): "
+                                  "default, force-relaxed, all-relaxed, ..."),
+    group_by: str = typer.Option("benchmark,policy", "--group-by",
+                                 help="Cell fields, comma-separated: benchmark, policy, task_id."),
+    table: list[str] = typer.Option(["main", "specs", "sbu"], "--table",
+                                    help=f"Tables to print: {', '.join(TABLES)} or all."),
+    bootstrap: int = typer.Option(10_000, "--bootstrap", min=0,
+                                  help="Bootstrap resamples for VSI intervals (0 = none)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    workers: int = typer.Option(0, "--workers", min=0,
+                                help="Scoring processes (0 = one per CPU core)."),
+) -> None:
+    """Score rollouts for safety: SR, Safety, SBU, P[U|S], VSI with 95% intervals.
+
+    Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
+    the exit status is 2 if anything was skipped.
+    """
+    reg = load_registry()
+    if tier not in reg.variants:
+        fail(f"--tier: unknown variant {tier!r}; choose from {', '.join(reg.variants)}")
+    by = tuple(k.strip() for k in group_by.split(",") if k.strip())
+    if not by or any(k not in agg.GROUP_KEYS for k in by):
+        fail(f"--group-by: choose from {', '.join(agg.GROUP_KEYS)}")
+    wanted = set(TABLES) if "all" in table else set(table)
+    if wanted - set(TABLES):
+        fail(f"--table: unknown {', '.join(sorted(wanted - set(TABLES)))}; choose from "
+             f"{', '.join(TABLES)} or all")
+    files = list(paths or []) + (example_paths() if example else [])
+    if not files:
+        fail("no trace files given (pass PATH... or --example)")
+
+    errors: list[RobosafeError] = []
+
+    def on_error(err: RobosafeError) -> None:
+        errors.append(err)
+        typer.echo(f"robosafe: skipped: {err}", err=True)
+
+    workers = workers or os.cpu_count() or 1
+    quiet = as_json or not sys.stderr.isatty()
+    with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), disable=quiet, transient=True) as bar:
+        task = bar.add_task("scoring", total=None)
+        scores = []
+        for s in score_files(files, variant=tier, workers=workers, on_error=on_error):
+            scores.append(s)
+            bar.advance(task)
+    if not scores:
+        fail(f"no episode could be scored ({len(errors)} skipped)")
+
+    cells = agg.cells(scores, by, n_boot=bootstrap, seed=seed)
+    breakdowns = {
+        "spec_violation_rates": agg.spec_violation_rates(scores, by, reg),
+        "sbu_composition": agg.sbu_composition(scores, by),
+        "per_task": agg.per_task(scores, by),
+        "threshold_sensitivity": agg.threshold_sensitivity(scores, by, reg),
+    }
+    if as_json or out:
+        payload = {
+            "episodes": [s.to_record(reg) for s in scores],
+            "aggregate": agg.cell_metrics(scores, n_boot=bootstrap, seed=seed),
+            "variant": tier, "group_by": list(by), "cells": cells,
+            "breakdowns": breakdowns, "errors": [_error_record(e) for e in errors],
+        }
+        emit_json(payload, out, as_json)
+    if not as_json:
+        shown = []
+        if "main" in wanted:
+            shown.append(T.cells_table(cells, by))
+        if "specs" in wanted:
+            shown.append(T.spec_rates_table(breakdowns["spec_violation_rates"], by, reg))
+        if "sbu" in wanted:
+            shown.append(T.sbu_table(breakdowns["sbu_composition"], by, reg))
+        if "tasks" in wanted:
+            shown.extend(T.task_table(breakdowns["per_task"], by))
+        if "sensitivity" in wanted:
+            shown.append(T.sensitivity_table(breakdowns["threshold_sensitivity"]))
+        T.print_tables(shown)
+        typer.echo(f"{len(scores)} episodes scored"
+                   + (f", {len(errors)} skipped (see stderr)" if errors else "")
+                   + (f"; metrics written to {out}" if out else ""))
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)

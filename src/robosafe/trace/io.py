@@ -1,0 +1,386 @@
+"""Read and write episode files: ``.json``, ``.jsonl`` (``.jsonl.gz``) and ``.parquet``.
+
+The format is chosen by suffix. JSON and JSONL hold App. B records and go through
+:func:`episode_from_record` / :func:`episode_to_record`; Parquet is a columnar archive with one
+row per episode (layout in ``PARQUET_SCHEMA``) read in row batches whose list columns are turned
+into numpy through Arrow's offsets/values buffers. Every episode, whatever its format, passes
+:func:`check_episode`, so the same mistake gives the same message.
+
+Bad episodes: with ``on_error`` a bad line/row/record is reported and reading continues; without
+it the first one is raised. File-level problems (missing file, unknown suffix, unreadable JSON
+document or Parquet file, unknown format version) always raise one :class:`TraceError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robosafe.errors import TraceError
+from robosafe.trace.episode import Episode
+from robosafe.trace.validate import (
+    check_episode,
+    episode_from_record,
+    episode_to_record,
+    task_tags_from_record,
+)
+
+FORMAT_VERSION = "1"
+"""Version of the Parquet layout, stored under ``robosafe.trace_format`` in the file metadata."""
+_VERSION_KEY = b"robosafe.trace_format"
+_WRITE_BATCH = 512  # episodes per Parquet row group on write ...
+_WRITE_STEPS = 1 << 20  # ... or fewer, once they hold this many steps
+
+_F64, _I32, _I64 = pa.list_(pa.float64()), pa.list_(pa.int32()), pa.list_(pa.int64())
+_NAMES = pa.list_(pa.string())
+PARQUET_SCHEMA = pa.schema([
+    ("episode_id", pa.string()), ("benchmark", pa.string()), ("task_id", pa.string()),
+    ("success", pa.bool_()), ("dt", pa.float64()), ("target_object", pa.string()),
+    ("seed", pa.int64()), ("instance_id", pa.string()), ("policy", pa.string()),
+    ("body_roles", pa.string()), ("task_tags", pa.string()), ("meta", pa.string()),  # JSON
+    ("t", _I64),                                   # (T,)
+    ("eef_pos_m", _F64),                           # T*3
+    ("body_names", _NAMES), ("body_pos_m", _F64),  # B names; T*B*3
+    ("quat_names", _NAMES), ("body_quat_wxyz", _F64),  # Q names; T*Q*4
+    ("contact_names", _NAMES), ("contact_count", _I32),  # names; (T,) contacts per step
+    ("contact_a", _I32), ("contact_b", _I32), ("contact_force_n", _F64),  # (K,) each
+    ("n_joints", pa.int32()), ("joint_torque_nm", _F64),  # J; T*J
+    ("gripper_contact", pa.list_(pa.bool_())), ("cost", _F64),  # (T,) each
+], metadata={_VERSION_KEY: FORMAT_VERSION.encode()})
+"""One row per episode; a null list column means the family was not recorded."""
+
+_SCALARS = ("episode_id", "benchmark", "task_id", "success", "dt", "target_object", "seed",
+            "instance_id", "policy", "body_roles", "task_tags", "meta", "n_joints")
+_LISTS = tuple(n for n in PARQUET_SCHEMA.names if n not in _SCALARS)
+
+
+# --------------------------------------------------------------------------- files
+
+def _kind(path: Path) -> str:
+    name = path.name.lower()
+    for suffix, kind in ((".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".json", "json"),
+                         (".json.gz", "json"), (".parquet", "parquet")):
+        if name.endswith(suffix):
+            return kind
+    raise TraceError("unknown trace file suffix (expected .json, .jsonl, .jsonl.gz or "
+                     ".parquet)", source=str(path))
+
+
+def _open(path: Path, mode: str) -> IO:
+    return gzip.open(path, mode) if path.name.lower().endswith(".gz") else open(path, mode)
+
+
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` that replaces it only if the block succeeds."""
+    tmp = path.with_name(".partial-" + path.name)  # keeps the suffix (gzip is chosen by it)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _unique(seen: dict[str, str], ep: Episode, src: str) -> None:
+    """Record ``ep``'s id; a repeat raises an error naming both positions."""
+    first = seen.setdefault(ep.episode_id, src)
+    if first != src:
+        raise TraceError(f"duplicate episode_id (first at {first})", source=src,
+                         episode=ep.episode_id, field="episode_id")
+
+
+# --------------------------------------------------------------------------- JSON / JSONL
+
+def _json_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
+    try:
+        with _open(path, "rb") as fh:
+            doc = json.load(fh)
+    except ValueError as e:
+        raise TraceError(f"invalid JSON: {e}", source=str(path)) from None
+    except (OSError, EOFError) as e:
+        raise TraceError(f"cannot read: {e}", source=str(path)) from None
+    if isinstance(doc, list):
+        yield from ((f"{path}[{i}]", rec) for i, rec in enumerate(doc))
+    else:
+        yield str(path), doc
+
+
+def _jsonl_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
+    try:
+        with _open(path, "rb") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                src = f"{path}:{n}"
+                try:
+                    yield src, json.loads(line)
+                except ValueError as e:
+                    yield src, TraceError(f"invalid JSON: {e}", source=src)
+    except (OSError, EOFError) as e:
+        raise TraceError(f"cannot read: {e}", source=str(path)) from None
+
+
+def _write_json(path: Path, episodes: Iterable[Episode], kind: str) -> int:
+    with _atomic(path) as tmp, _open(tmp, "wt") as fh:
+        if kind == "jsonl":
+            n = 0
+            for n, ep in enumerate(episodes, 1):
+                fh.write(json.dumps(episode_to_record(ep), separators=(",", ":"),
+                                    allow_nan=False) + "\n")
+            return n
+        recs = [episode_to_record(ep) for ep in episodes]
+        json.dump(recs[0] if len(recs) == 1 else recs, fh, allow_nan=False)
+        return len(recs)
+
+
+# --------------------------------------------------------------------------- Parquet
+
+def _list_column(col: pa.Array, name: str, src: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, values, valid) of a list column for the whole batch, from its Arrow buffers.
+
+    Offsets index ``values`` directly (they already include the array's slice offset).
+    """
+    if col.values.null_count:
+        raise TraceError(f"column {name!r} has null elements inside lists", source=src)
+    valid = (np.ones(len(col), dtype=bool) if not col.null_count
+             else col.is_valid().to_numpy(zero_copy_only=False))
+    return col.offsets.to_numpy(), col.values.to_numpy(zero_copy_only=False), valid
+
+
+def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) -> Episode:
+    """Episode of batch row ``i``: slices of the batch's numpy buffers, reshaped and copied."""
+
+    def get(name: str, *shape: int, dtype: Any = None) -> np.ndarray | None:
+        off, val, valid = ls[name]
+        if not valid[i]:
+            return None
+        a = val[off[i]:off[i + 1]]
+        if shape and a.size != math.prod(shape):
+            raise TraceError(f"expected {' x '.join(map(str, shape))} values, got {a.size}",
+                             source=src, episode=sc["episode_id"][i], field=name)
+        return np.array(a.reshape(shape) if shape else a, dtype=dtype)
+
+    def names(name: str) -> tuple[str, ...]:
+        return tuple(get(name) if ls[name][2][i] else ())
+
+    for name in ("episode_id", "benchmark", "task_id", "success", "dt", "body_roles", "meta"):
+        if sc[name][i] is None:
+            raise TraceError("required field is null", source=src, field=name)
+    t = get("t", dtype=np.int64)
+    if t is None:
+        raise TraceError("required field is null", source=src, field="t")
+    T = t.shape[0]
+    body, quat, cnames = names("body_names"), names("quat_names"), names("contact_names")
+    counts = get("contact_count")
+    J = sc["n_joints"][i]
+    try:
+        roles, meta = json.loads(sc["body_roles"][i]), json.loads(sc["meta"][i])
+        tags = sc["task_tags"][i]
+        tags = None if tags is None else task_tags_from_record(json.loads(tags), source=src)
+        if type(roles) is not dict or type(meta) is not dict:
+            raise ValueError("body_roles and meta must be JSON objects")
+    except ValueError as e:
+        raise TraceError(f"invalid JSON in body_roles/meta/task_tags: {e}", source=src,
+                         episode=sc["episode_id"][i]) from None
+    return Episode(
+        episode_id=sc["episode_id"][i], benchmark=sc["benchmark"][i], task_id=sc["task_id"][i],
+        success=sc["success"][i], dt=sc["dt"][i], target_object=sc["target_object"][i],
+        body_roles=roles, t=t, eef_pos_m=get("eef_pos_m", T, 3),
+        body_names=body, body_pos_m=get("body_pos_m", T, len(body), 3),
+        quat_names=quat, body_quat_wxyz=get("body_quat_wxyz", T, len(quat), 4),
+        contact_names=cnames,
+        contact_ptr=None if counts is None else np.concatenate([[0], np.cumsum(counts)],
+                                                                dtype=np.int64),
+        contact_a=get("contact_a"), contact_b=get("contact_b"),
+        contact_force_n=get("contact_force_n"),
+        joint_torque_nm=get("joint_torque_nm", T, J or 0),
+        gripper_contact=get("gripper_contact", T), cost=get("cost", T), task_tags=tags,
+        seed=sc["seed"][i], instance_id=sc["instance_id"][i], policy=sc["policy"][i],
+        meta=meta)
+
+
+def _parquet_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
+    try:
+        # pre_buffer (pyarrow's default) would buffer the whole file; read row group by group
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except (pa.ArrowException, OSError) as e:
+        raise TraceError(f"not a readable Parquet file: {e}", source=str(path)) from None
+    version = (pf.schema_arrow.metadata or {}).get(_VERSION_KEY)
+    if version is None:
+        raise TraceError("not a robosafe trace archive (no 'robosafe.trace_format' in the "
+                         "Parquet metadata)", source=str(path))
+    if version != FORMAT_VERSION.encode():
+        raise TraceError(f"unsupported trace format version {version.decode(errors='replace')!r}"
+                         f" (this robosafe reads version {FORMAT_VERSION})", source=str(path))
+    for field in PARQUET_SCHEMA:
+        have = pf.schema_arrow.field(field.name).type if field.name in pf.schema_arrow.names \
+            else None
+        if have != field.type:
+            raise TraceError(f"column {field.name!r} is {have or 'missing'}, expected "
+                             f"{field.type}", source=str(path))
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=batch_size, columns=PARQUET_SCHEMA.names):
+            src = f"{path}#rows {row}-{row + batch.num_rows - 1}"
+            sc = {n: batch.column(n).to_pylist() for n in _SCALARS}
+            ls = {n: _list_column(batch.column(n), n, src) for n in _LISTS}
+            for i in range(batch.num_rows):
+                src = f"{path}#row {row + i}"
+                try:
+                    yield src, _row_episode(i, sc, ls, src)
+                except TraceError as e:
+                    yield src, e
+            row += batch.num_rows
+    except (pa.ArrowException, OSError) as e:
+        raise TraceError(f"cannot read Parquet data: {e}", source=str(path)) from None
+
+
+def _batch_table(eps: list[Episode]) -> pa.RecordBatch:
+    """Columns of a list of episodes; list columns are built from concatenated numpy arrays."""
+
+    def lists(arrays: list[np.ndarray | None], typ: pa.DataType) -> pa.Array:
+        offsets = np.cumsum([0] + [0 if a is None else a.size for a in arrays])
+        if offsets[-1] >= 2**31:
+            raise TraceError("episodes too large for one Parquet row group (>= 2**31 values)")
+        parts = [a.ravel() for a in arrays if a is not None]
+        values = np.concatenate(parts) if parts else np.zeros(0)
+        mask = np.array([a is None for a in arrays])
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                        pa.array(values, typ.value_type),
+                                        mask=pa.array(mask) if mask.any() else None)
+
+    def names(family: str, key: str) -> list:
+        return [None if getattr(e, family) is None else list(getattr(e, key)) for e in eps]
+
+    has_c = [e.contact_ptr is not None for e in eps]
+    data = {k: [getattr(e, k) for e in eps] for k in
+            ("episode_id", "benchmark", "task_id", "target_object", "seed", "instance_id",
+             "policy")}
+    data |= {
+        "success": [bool(e.success) for e in eps], "dt": [float(e.dt) for e in eps],
+        "body_roles": [json.dumps(e.body_roles) for e in eps],
+        "task_tags": [None if e.task_tags is None else json.dumps(e.task_tags.to_dict())
+                      for e in eps],
+        "meta": [json.dumps(e.meta, allow_nan=False) for e in eps],
+        "n_joints": [None if e.joint_torque_nm is None else e.joint_torque_nm.shape[1]
+                     for e in eps],
+        "body_names": names("body_pos_m", "body_names"),
+        "quat_names": names("body_quat_wxyz", "quat_names"),
+        "contact_names": names("contact_ptr", "contact_names"),
+        "contact_count": [np.diff(e.contact_ptr) if h else None for e, h in zip(eps, has_c)],
+    }
+    arrays = []
+    for field in PARQUET_SCHEMA:
+        col = data[field.name] if field.name in data else [getattr(e, field.name) for e in eps]
+        if pa.types.is_list(field.type) and pa.types.is_primitive(field.type.value_type):
+            arrays.append(lists(col, field.type))
+        else:
+            arrays.append(pa.array(col, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=PARQUET_SCHEMA)
+
+
+def _row_groups(episodes: Iterable[Episode]) -> Iterator[list[Episode]]:
+    chunk: list[Episode] = []
+    steps = 0
+    for ep in episodes:
+        chunk.append(ep)
+        steps += ep.n_steps
+        if len(chunk) == _WRITE_BATCH or steps >= _WRITE_STEPS:
+            yield chunk
+            chunk, steps = [], 0
+    if chunk:
+        yield chunk
+
+
+def _write_parquet(path: Path, episodes: Iterable[Episode]) -> int:
+    n = 0
+    with _atomic(path) as tmp, pq.ParquetWriter(tmp, PARQUET_SCHEMA, compression="zstd") as w:
+        for chunk in _row_groups(episodes):
+            w.write_batch(_batch_table(chunk), row_group_size=len(chunk))
+            n += len(chunk)
+    return n
+
+
+# --------------------------------------------------------------------------- public API
+
+_READERS = {"json": _json_items, "jsonl": _jsonl_items, "parquet": _parquet_items}
+
+
+def iter_episodes(path: str | os.PathLike, *, on_error: Callable[[TraceError], None] | None = None,
+                  batch_size: int = 1024) -> Iterator[Episode]:
+    """Episodes of one file, validated, in file order.
+
+    A bad episode (invalid JSON line, failed validation, duplicate ``episode_id``) is passed
+    to ``on_error`` and skipped; with ``on_error=None`` it is raised. Parquet is read
+    ``batch_size`` rows at a time.
+    """
+    path = Path(path)
+    items = _READERS[_kind(path)]
+    if not path.is_file():
+        raise TraceError("file not found" if not path.exists() else "not a file",
+                         source=str(path))
+    return _validated(items(path, batch_size), on_error)
+
+
+def _validated(items: Iterator[tuple[str, Any]],
+               on_error: Callable[[TraceError], None] | None) -> Iterator[Episode]:
+    seen: dict[str, str] = {}
+    for src, item in items:
+        try:
+            if isinstance(item, TraceError):
+                raise item
+            ep = (check_episode(item, source=src) if isinstance(item, Episode)
+                  else episode_from_record(item, source=src))
+            _unique(seen, ep, src)
+        except TraceError as e:
+            if on_error is None:
+                raise
+            on_error(e)
+            continue
+        yield ep
+
+
+def read_episodes(paths: str | os.PathLike | Iterable[str | os.PathLike]
+                  ) -> tuple[list[Episode], list[TraceError]]:
+    """All good episodes of one or more files, and the errors of the bad ones (skipped)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    errors: list[TraceError] = []
+    episodes = [ep for p in paths for ep in iter_episodes(p, on_error=errors.append)]
+    return episodes, errors
+
+
+def write_episodes(path: str | os.PathLike, episodes: Iterable[Episode]) -> int:
+    """Write ``episodes`` in the format given by the suffix of ``path``; returns the count.
+
+    Each episode is validated first; an invalid or duplicate episode raises
+    :class:`TraceError` and leaves no partial file behind.
+    """
+    path = Path(path)
+    kind = _kind(path)
+    seen: dict[str, str] = {}
+
+    def checked() -> Iterator[Episode]:
+        for i, ep in enumerate(episodes):
+            ep = check_episode(ep, source=f"episodes[{i}]")
+            _unique(seen, ep, f"episodes[{i}]")
+            yield ep
+
+    try:
+        if kind == "parquet":
+            return _write_parquet(path, checked())
+        return _write_json(path, checked(), kind)
+    except (TypeError, ValueError) as e:  # e.g. meta that JSON cannot encode
+        raise TraceError(f"cannot write: {e}", source=str(path)) from None
+    except OSError as e:
+        raise TraceError(f"cannot write: {e.strerror or e}", source=str(path)) from None
