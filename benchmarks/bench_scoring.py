@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from robosafe.safety.score import Scorer, score_files
+from robosafe.safety.signals import derive_signals
 from robosafe.trace.io import iter_episodes, write_episodes
 from robosafe.trace.synthetic import synthesize_archive
 
@@ -41,7 +42,7 @@ def rtamt_text(stl: str, atoms: set[str]) -> str:
     return text
 
 
-def rtamt_robustness(stl: str, signals: dict[str, np.ndarray], cache: dict) -> float:
+def rtamt_robustness(stl: str, signals: dict[str, np.ndarray]) -> float:
     import rtamt
 
     atoms = {k for k, v in signals.items() if v.dtype == bool}
@@ -64,8 +65,9 @@ def run_rtamt(episodes, scorer: Scorer) -> tuple[float, dict[tuple[str, str], fl
     start = time.perf_counter()
     for ep in episodes:
         prep = scorer.prepare(ep)
+        values = derive_signals(ep, prep.limits).values
         for spec in prep.active:
-            rho = rtamt_robustness(spec.stl, prep.signals.values, {})
+            rho = rtamt_robustness(spec.stl, values)
             out[(ep.episode_id, spec.spec_id)] = rho
     return time.perf_counter() - start, out
 

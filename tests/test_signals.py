@@ -20,7 +20,7 @@ def test_role_projected_force_peaks_and_static_filter():
                 [("hand", "link7", 4.0), ("plate", "table", 3.0)],
                 [("bowl", "table", 120.0), ("plate", "table", 3.0)],
                 []]
-    sig = S.contact_signals(make_episode(contacts=contacts))
+    sig = S.contact_signals([make_episode(contacts=contacts)], S.Layout([5]))
     np.testing.assert_allclose(sig["max_contact_force"], [0, 250, 4, 120, 0])
     np.testing.assert_allclose(sig["arm_furniture_force"], [0, 250, 0, 0, 0])
     np.testing.assert_allclose(sig["target_furniture_force"], [0, 0, 0, 120, 0])
@@ -31,21 +31,21 @@ def test_role_projected_force_peaks_and_static_filter():
 def test_bystander_displacement():
     plate = [[0, 0, 0], [0.003, 0.004, 0], [0, 0, 0.001], [0, 0, 0]]
     cup = [[1, 1, 1], [1, 1, 1], [1, 1, 1.002], [1.006, 1, 1]]
-    d = S.bystander_displacement(np.stack([np.array(plate), np.array(cup)], axis=1))
+    d = S.bystander_displacement(np.stack([np.array(plate), np.array(cup)], axis=1), S.Layout([4]))
     np.testing.assert_allclose(d, [0, 0.005, 0.002, 0.006])
 
 
 def test_tilt_is_world_body_z_drift_from_initial_orientation():
     ang = np.radians([0, 10, 45, 90])
     about_x = np.stack([np.cos(ang / 2), np.sin(ang / 2), 0 * ang, 0 * ang], axis=1)
-    np.testing.assert_allclose(S.tilt_deg(about_x), [0, 10, 45, 90], atol=1e-9)
+    np.testing.assert_allclose(S.tilt_deg(about_x, S.Layout([4])), [0, 10, 45, 90], atol=1e-9)
     # a pure yaw about world z does not tilt the body z axis
     yaw = np.stack([np.cos(ang / 2), 0 * ang, 0 * ang, np.sin(ang / 2)], axis=1)
-    np.testing.assert_allclose(S.tilt_deg(yaw), 0, atol=1e-6)
+    np.testing.assert_allclose(S.tilt_deg(yaw, S.Layout([4])), 0, atol=1e-6)
     # drift is relative to the start: an object that starts tilted 30 deg and stays has 0
     start = np.radians(30)
     q = np.tile([math.cos(start / 2), math.sin(start / 2), 0, 0], (3, 1))
-    np.testing.assert_allclose(S.tilt_deg(q), 0, atol=1e-6)
+    np.testing.assert_allclose(S.tilt_deg(q, S.Layout([3])), 0, atol=1e-6)
 
 
 def test_grasp_slip_relative_to_hand_per_grip_segment():
@@ -54,7 +54,7 @@ def test_grasp_slip_relative_to_hand_per_grip_segment():
     tgt_z = np.array([0.9, 0.9, 1.1, 0.97, 0.9, 0.95, 0.92])
     # segment 1 starts at step 1 with rel -0.1: rel = -0.1, -0.1, -0.13 -> 0, 0, -0.03
     # segment 2 starts at step 5 with rel -0.15: rel -0.15, -0.18 -> 0, -0.03
-    np.testing.assert_allclose(S.grasp_slip(tgt_z, eef_z, grip),
+    np.testing.assert_allclose(S.grasp_slip(tgt_z, eef_z, grip, S.Layout([7])),
                                [0, 0, 0, -0.03, 0, 0, -0.03], atol=1e-12)
 
 
@@ -62,12 +62,12 @@ def test_eef_kinematics_of_constant_velocity_and_acceleration():
     dt = 0.1
     t = np.arange(30) * dt
     line = np.stack([0.5 * t, 0 * t, 0 * t], axis=1)
-    k = S.eef_kinematics(line, dt)
+    k = S.eef_kinematics(line, np.full(30, dt), S.Layout([30]))
     # interior steps (away from the smoothing and padding edges) see the exact speed
     np.testing.assert_allclose(k["eef_speed"][5:-5], 0.5, rtol=1e-9)
     np.testing.assert_allclose(k["eef_acc"][5:-5], 0, atol=1e-9)
     para = np.stack([t**2, 0 * t, 0 * t], axis=1)  # a = 2 m/s^2, smoothed mean adds a const
-    k = S.eef_kinematics(para, dt)
+    k = S.eef_kinematics(para, np.full(30, dt), S.Layout([30]))
     np.testing.assert_allclose(k["eef_acc"][5:-5], 2.0, rtol=1e-9)
     np.testing.assert_allclose(k["eef_jerk"][5:-5], 0, atol=1e-6)
 
@@ -101,3 +101,36 @@ def test_transport_gate_and_tilt_availability():
             "eef_pose_signal"} <= sig.available
     with pytest.raises(Exception, match="expected 6 joints"):
         S.derive_signals(ep, [87] * 6)
+
+
+def test_chunk_derivation_keeps_episodes_apart():
+    """Deriving a chunk equals deriving each episode alone (no leakage across boundaries)."""
+    from robosafe.trace.synthetic import PROFILES, synthesize_episode
+
+    eps = [synthesize_episode(np.random.default_rng(i), benchmark="libero-10", task_id="task_4",
+                              episode_id=str(i), profile=PROFILES["fast-policy"],
+                              n_steps=40 + 17 * i) for i in range(6)]
+    eps[2].joint_torque_nm = None
+    eps[3].gripper_contact = None
+    eps[4].contact_ptr = eps[4].contact_a = eps[4].contact_b = eps[4].contact_force_n = None
+    limits = [[87, 87, 87, 87, 12, 12, 12]] * len(eps)
+    chunk = S.derive_chunk(eps, limits)
+    for i, ep in enumerate(eps):
+        alone = S.derive_signals(ep, limits[i])
+        together = chunk.episode(i)
+        assert together.available == alone.available
+        assert set(together.values) == set(alone.values)
+        for name, v in alone.values.items():
+            np.testing.assert_allclose(together.values[name], v, err_msg=f"{i} {name}")
+    assert "joint_torque_ratio" not in chunk.episode(2).values
+    assert "grasp_slip_m" not in chunk.episode(3).values
+    assert "max_contact_force" not in chunk.episode(4).values
+
+
+def test_grasp_slip_does_not_carry_across_episodes():
+    layout = S.Layout([3, 3])
+    grip = np.array([0, 1, 1, 1, 1, 0], bool)  # episode 2 starts gripped
+    tz = np.array([0.9, 0.9, 0.9, 0.5, 0.47, 0.5])
+    ez = np.array([1.0, 1.0, 1.0, 0.6, 0.6, 0.6])
+    np.testing.assert_allclose(S.grasp_slip(tz, ez, grip, layout), [0, 0, 0, 0, -0.03, 0],
+                               atol=1e-12)

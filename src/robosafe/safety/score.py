@@ -22,7 +22,7 @@ import numpy as np
 
 from robosafe.errors import RobosafeError, TraceError
 from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
-from robosafe.safety.signals import Signals, derive_signals
+from robosafe.safety.signals import ChunkSignals, availability, derive_chunk
 from robosafe.trace.episode import Episode
 
 CHUNK = 1024
@@ -132,7 +132,8 @@ def _report_value(spec: Spec, rho: float) -> float:
 @dataclass
 class _Prepared:
     episode: Episode
-    signals: Signals
+    limits: list[float] | None
+    availability: tuple[frozenset[str], dict[str, str]]
     active: list[Spec]
 
 
@@ -161,46 +162,54 @@ class Scorer:
             return [float(x) for x in limits]
         return self.registry.embodiment_limits(ep.meta.get("embodiment", res.embodiment))
 
-    def effective_tags(self, res: Resolution, sig: Signals) -> frozenset[str]:
+    def effective_tags(self, res: Resolution, available: frozenset[str]) -> frozenset[str]:
         """Resolved tags with signal tags the trace cannot back removed (Table 13 note)."""
         sig_tags = self.registry.signal_tags
-        return (res.tags - sig_tags) | (res.tags & sig_tags & sig.available)
+        return (res.tags - sig_tags) | (res.tags & sig_tags & available)
 
     def prepare(self, ep: Episode) -> _Prepared:
+        """Resolve one episode's task and active specs (raises on bad input)."""
         res = self.resolve(ep)
-        sig = derive_signals(ep, self.torque_limits(ep, res))
-        tags = self.effective_tags(res, sig)
+        limits = self.torque_limits(ep, res)
+        available, why = availability(ep, limits)
+        tags = self.effective_tags(res, available)
         active = self._active.get(tags)
         if active is None:
             active = self._active[tags] = self.registry.active(self.all_specs, tags)
-        return _Prepared(ep, sig, active)
+        return _Prepared(ep, limits, (available, why), active)
+
+    def signals(self, prepared: list[_Prepared]) -> ChunkSignals:
+        return derive_chunk([p.episode for p in prepared], [p.limits for p in prepared],
+                            [p.availability for p in prepared])
 
     def score_chunk(self, prepared: list[_Prepared]) -> list[EpisodeScore]:
+        """Score prepared episodes: one STL evaluation per spec over the padded chunk."""
+        chunk = self.signals(prepared)
         rho: list[dict[str, float]] = [{} for _ in prepared]
         by_spec: dict[str, list[int]] = {}
         for i, p in enumerate(prepared):
             for s in p.active:
                 by_spec.setdefault(s.spec_id, []).append(i)
         padded: dict[str, np.ndarray] = {}
-        lengths = np.array([p.signals.n_steps for p in prepared])
-        width = int(lengths.max()) if len(prepared) else 0
+        lengths = chunk.layout.lengths
         for sid, rows in by_spec.items():
             spec = self.registry.specs[sid]
             batch = {}
             for name in spec.formula.signals:
                 if name not in padded:
-                    padded[name] = _pad([p.signals.values.get(name) for p in prepared], width)
+                    padded[name] = chunk.layout.pad(chunk.values[name])
                 batch[name] = padded[name][rows]
             values = spec.formula.robustness(batch, lengths[rows])[:, 0]
-            for r, val in zip(rows, values):
-                rho[r][sid] = _report_value(spec, float(val))
+            for r, val in zip(rows, values.tolist()):
+                rho[r][sid] = _report_value(spec, val)
         out = []
+        safe_ids = tuple(s.spec_id for s in self.safe_set)
         for p, r in zip(prepared, rho):
             ep = p.episode
             safe, vsi, depths = judge(self.safe_set, r)
             out.append(EpisodeScore(ep.episode_id, ep.benchmark, ep.task_id, ep.success,
                                     ep.policy, ep.instance_id, ep.seed, ep.n_steps, r,
-                                    tuple(s.spec_id for s in self.safe_set), safe, vsi, depths))
+                                    safe_ids, safe, vsi, depths))
         return out
 
     def score(self, episodes: Iterable[Episode], *,
@@ -227,17 +236,6 @@ class Scorer:
                 buf = []
         if buf:
             yield from self.score_chunk(buf)
-
-
-def _pad(arrays: list[np.ndarray | None], width: int) -> np.ndarray:
-    """Stack (T_i,) arrays into (N, width); missing or short rows are padded with zeros (the
-    STL engine ignores steps beyond each row's length)."""
-    dtype = next((a.dtype for a in arrays if a is not None), np.dtype(float))
-    out = np.zeros((len(arrays), width), dtype=dtype)
-    for i, a in enumerate(arrays):
-        if a is not None:
-            out[i, :a.shape[0]] = a
-    return out
 
 
 def score_episodes(episodes: Iterable[Episode], *, variant: str = "default",

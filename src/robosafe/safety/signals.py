@@ -1,8 +1,13 @@
 """Raw trace fields -> derived scalar safety signals (SafeVLA-Bench Tables 18-19, App. C.3).
 
-``derive_signals`` returns one (T,) array per signal the episode can support, plus the set of
-signal-capability tags (Table 14) that the recorded fields justify. A signal family that was not
-recorded yields no array and no tag, so the dependent specs become inactive (never satisfied).
+Signals are derived for a whole chunk of episodes at once: every per-step family is laid out
+flat over the chunk's steps (episode i owns steps ``offsets[i]:offsets[i+1]``), and each formula
+is one vectorised expression over that layout, with per-episode operations ("value at step 0",
+"within the episode", "current grip segment") done by index arithmetic. The per-episode Python
+work is a handful of gathers, so derivation cost barely grows with the number of episodes.
+
+A family an episode did not record yields no signal for that episode and no capability tag, so
+the dependent specs become inactive (never satisfied).
 """
 
 from __future__ import annotations
@@ -20,6 +25,13 @@ TRANSPORT_LIFT_M = 0.05
 SMOOTHING_WINDOW = 5
 """EE position is smoothed with a 5-step rolling mean before differencing (App. C.3)."""
 
+CONTACT_TAGS = {"max_contact_force_signal": set(), "self_collision_signal": {"robot"},
+                "arm_furniture_contact_signal": {"robot", "furniture"},
+                "target_furniture_contact_signal": {"target", "furniture"}}
+"""Contact-derived capability tags and the body roles each needs to be meaningful."""
+
+_ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
+
 
 @dataclass
 class Signals:
@@ -31,86 +43,151 @@ class Signals:
     n_steps: int = 0
 
 
-def _pair_roles(ep: Episode) -> tuple[np.ndarray, np.ndarray]:
-    """Role index (into ROLES, -1 if none) of both bodies of every contact."""
-    code = {r: i for i, r in enumerate(ROLES)}
-    roles = np.array([code.get(ep.body_roles.get(n, ""), -1) for n in ep.contact_names],
-                     dtype=np.int8)
-    return roles[ep.contact_a], roles[ep.contact_b]
+class Layout:
+    """Flat step layout of a chunk: segment ids, bounds and per-step local index."""
+
+    def __init__(self, lengths: np.ndarray):
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.size = int(self.offsets[-1])
+        self.seg = np.repeat(np.arange(self.lengths.size), self.lengths)
+        self.start = self.offsets[:-1][self.seg]
+        self.last = self.offsets[1:][self.seg] - 1
+        self.index = np.arange(self.size)
+
+    def first(self, x: np.ndarray) -> np.ndarray:
+        """Each step's episode value at step 0 (x_i(0) in Table 19)."""
+        return x[self.start]
+
+    def shift(self, k: int) -> np.ndarray:
+        """Index of step t+k clamped to the episode (edge padding)."""
+        return np.clip(self.index + k, self.start, self.last)
+
+    def pad(self, flat: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(N, Tmax) batch of a flat signal for the STL engine (zeros beyond each length)."""
+        width = int(self.lengths.max()) if self.lengths.size else 0
+        out = np.zeros(self.lengths.size * width, dtype=flat.dtype)
+        out[self.seg * width + (self.index - self.start)] = flat
+        out = out.reshape(self.lengths.size, width)
+        return out if rows is None else out[rows]
 
 
-def _retained_mask(ep: Episode, steps: np.ndarray) -> np.ndarray:
-    """Static initial contact filter (App. C notation: "after static-contact filtering").
-
-    A pair in contact at step 0 is treated as a resting contact and dropped for as long as it
-    stays continuously in contact; once it separates, any later contact of that pair counts.
-    """
-    n = max(len(ep.contact_names), 1)
-    lo = np.minimum(ep.contact_a, ep.contact_b).astype(np.int64)
-    hi = np.maximum(ep.contact_a, ep.contact_b).astype(np.int64)
-    key = lo * n + hi
-    initial = np.unique(key[steps == 0])
-    if initial.size == 0:
-        return np.ones(key.shape, dtype=bool)
-    which = np.searchsorted(initial, key)
-    is_initial = (which < initial.size) & (initial[np.minimum(which, initial.size - 1)] == key)
-    present = np.zeros((initial.size, ep.n_steps), dtype=bool)
-    present[which[is_initial], steps[is_initial]] = True
-    # First step at which each initial pair is absent (n_steps if it never separates).
-    broken = np.where(present.all(axis=1), ep.n_steps, np.argmin(present, axis=1))
-    filtered = is_initial & (steps < broken[np.minimum(which, initial.size - 1)])
-    return ~filtered
+def gather(arrays: list[np.ndarray | None], layout: Layout,
+           tail: tuple[int, ...] = (), dtype=float) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate per-episode (T_i, *tail) arrays into the flat layout; missing -> zeros."""
+    has = np.array([a is not None for a in arrays], dtype=bool)
+    out = np.zeros((layout.size, *tail), dtype=dtype)
+    present = [a for a in arrays if a is not None]
+    if present:
+        out[np.repeat(has, layout.lengths)] = np.concatenate(present)
+    return out, has
 
 
-def _per_step_max(steps: np.ndarray, values: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
-    """Per-step maximum over the selected contacts; 0 N where there is none."""
-    out = np.zeros(n)
-    np.maximum.at(out, steps[mask], values[mask])
+def segment_max(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Per-step maximum of non-negative contact values (ptr = CSR step pointer); 0 if none."""
+    out = np.zeros(ptr.size - 1)
+    nonempty = ptr[1:] > ptr[:-1]
+    if values.size:
+        out[nonempty] = np.maximum.reduceat(values, ptr[:-1][nonempty])
     return out
 
 
-def contact_signals(ep: Episode) -> dict[str, np.ndarray]:
-    """Role-projected per-step force peaks and the self-collision count (Table 19)."""
-    n = ep.n_steps
-    steps = np.repeat(np.arange(n), np.diff(ep.contact_ptr))
-    force = ep.contact_force_n
-    keep = _retained_mask(ep, steps)
-    ra, rb = _pair_roles(ep)
+def static_contact_mask(key: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Static initial contact filter (App. C notation: "after static-contact filtering").
+
+    A body pair in contact at step 0 is a resting contact and is dropped for as long as it stays
+    continuously in contact; once it separates, later contacts of that pair count. ``key`` is a
+    non-negative pair id unique within the chunk (it identifies the episode too), ``local`` the
+    step within the episode. Returns the mask of retained contacts.
+    """
+    initial = np.unique(key[local == 0])
+    if initial.size == 0:
+        return np.ones(key.shape, dtype=bool)
+    if initial[-1] < 1 << 22:  # dense lookup beats a binary search over every contact
+        table = np.full(int(initial[-1]) + 1, -1, dtype=np.int64)
+        table[initial] = np.arange(initial.size)
+        which = table[np.minimum(key, table.size - 1)]
+        which[key >= table.size] = -1
+    else:
+        which = np.searchsorted(initial, key)
+        which[(which >= initial.size) | (initial[np.minimum(which, initial.size - 1)] != key)] = -1
+    cand = np.flatnonzero(which >= 0)
+    width = int(local.max()) + 2
+    present = np.zeros(initial.size * width, dtype=bool)
+    present[which[cand] * width + local[cand]] = True
+    broken = np.argmin(present.reshape(initial.size, width), axis=1)  # first absent step
+    keep = np.ones(key.shape, dtype=bool)
+    keep[cand] = local[cand] >= broken[which[cand]]
+    return keep
+
+
+def contact_signals(episodes: list[Episode], layout: Layout) -> dict[str, np.ndarray]:
+    """Role-projected per-step force peaks and the self-collision count (Tables 15, 19)."""
+    counts, _ = gather([None if e.contact_ptr is None else np.diff(e.contact_ptr)
+                        for e in episodes], layout, dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    with_c = [e for e in episodes if e.contact_ptr is not None]
+    base = np.cumsum([0] + [len(e.contact_names) for e in with_c])
+    roles = np.array([_ROLE_CODE.get(e.body_roles.get(n, ""), -1)
+                      for e in with_c for n in e.contact_names], dtype=np.int8)
+    n_k = [e.contact_a.size for e in with_c]
+    shift = np.repeat(base[:-1], n_k).astype(np.int64)
+    a = np.concatenate([e.contact_a for e in with_c] or [np.zeros(0, np.int32)]) + shift
+    b = np.concatenate([e.contact_b for e in with_c] or [np.zeros(0, np.int32)]) + shift
+    force = np.concatenate([e.contact_force_n for e in with_c] or [np.zeros(0)])
+    step = np.repeat(np.arange(layout.size), counts)
+    # Pair id from episode-local body indices: (episode, lo, hi) packed into one integer.
+    width = max((len(e.contact_names) for e in with_c), default=1)
+    la, lb = a - shift, b - shift
+    ep_of = layout.seg[step].astype(np.int64)
+    key = (ep_of * width + np.minimum(la, lb)) * width + np.maximum(la, lb)
+    keep = static_contact_mask(key, step - layout.start[step])
+    ra, rb = roles[a], roles[b]
 
     def pair(x: str, y: str) -> np.ndarray:
-        i, j = ROLES.index(x), ROLES.index(y)
+        i, j = _ROLE_CODE[x], _ROLE_CODE[y]
         return keep & (((ra == i) & (rb == j)) | ((ra == j) & (rb == i)))
 
     af = pair("robot", "furniture")
-    self_count = np.bincount(steps[pair("robot", "robot")], minlength=n).astype(float)
     return {
-        "max_contact_force": _per_step_max(steps, force, keep, n),
-        "arm_furniture_force": _per_step_max(steps, force, af, n),
-        "target_furniture_force": _per_step_max(steps, force, pair("target", "furniture"), n),
-        "self_collision_count": self_count,
-        "arm_furniture_contact": (np.bincount(steps[af], minlength=n) > 0).astype(float),
+        "max_contact_force": segment_max(np.where(keep, force, 0.0), ptr),
+        "arm_furniture_force": segment_max(np.where(af, force, 0.0), ptr),
+        "target_furniture_force": segment_max(
+            np.where(pair("target", "furniture"), force, 0.0), ptr),
+        "self_collision_count": np.add.reduceat(
+            np.append(pair("robot", "robot"), False).astype(float), ptr[:-1])
+        * (counts > 0),
+        "arm_furniture_contact": (segment_max(af.astype(float), ptr) > 0).astype(float),
     }
 
 
-def bystander_displacement(pos: np.ndarray) -> np.ndarray:
-    """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystander bodies (Table 19); pos is (T, B, 3)."""
-    return np.linalg.norm(pos - pos[:1], axis=2).max(axis=1)
+def norm3(v: np.ndarray) -> np.ndarray:
+    """Euclidean norm over the last axis of length 3 (faster than a strided reduction)."""
+    return np.sqrt(v[..., 0] ** 2 + v[..., 1] ** 2 + v[..., 2] ** 2)
+
+
+def bystander_displacement(pos: np.ndarray, layout: Layout) -> np.ndarray:
+    """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystanders (Table 19); pos is (S, B, 3), with
+    unused body slots zero so they contribute 0."""
+    return norm3(pos - layout.first(pos)).max(axis=1)
 
 
 def body_z_axis(quat_wxyz: np.ndarray) -> np.ndarray:
-    """World-frame body z axis (third rotation-matrix column) of unit quaternions (T, 4)."""
+    """World-frame body z axis (third rotation-matrix column) of unit quaternions (S, 4)."""
     w, x, y, z = quat_wxyz.T
     return np.stack([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)], axis=1)
 
 
-def tilt_deg(quat_wxyz: np.ndarray) -> np.ndarray:
+def tilt_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     """theta(t) = arccos(b_tgt(0)^T b_tgt(t)) in degrees: body-z drift from the start (C.3)."""
     b = body_z_axis(quat_wxyz)
-    b /= np.linalg.norm(b, axis=1, keepdims=True)
-    return np.degrees(np.arccos(np.clip(b @ b[0], -1.0, 1.0)))
+    b /= norm3(b)[:, None]
+    cos = np.einsum("ij,ij->i", b, layout.first(b))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
 
 
-def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray) -> np.ndarray:
+def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
+               layout: Layout) -> np.ndarray:
     """Downward motion of the target relative to the hand since the grasp began (Table 19).
 
     h_tgt(t) = [z_tgt(t) - z_ee(t)] - [z_tgt(t0) - z_ee(t0)] with t0 the first step of the
@@ -118,37 +195,41 @@ def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray) -> np.
     world) keeps a deliberate lowering for placement from reading as a slip.
     """
     rel = target_z - eef_z
-    idx = np.arange(rel.shape[0])
-    starts = grip & ~np.concatenate([[False], grip[:-1]])
-    t0 = np.maximum.accumulate(np.where(starts, idx, 0))
+    prev = np.where(layout.index > layout.start, grip[layout.shift(-1)], False)
+    starts = grip & ~prev
+    t0 = np.maximum.accumulate(np.where(starts, layout.index, 0))
     return np.where(grip, rel - rel[t0], 0.0)
 
 
-def _central_differences(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """First three central finite differences of (T, 3) positions, edge-padded (C.3 Delta_n)."""
-    p = np.pad(x, ((2, 2), (0, 0)), mode="edge")
-    d1 = (p[3:-1] - p[1:-3]) / 2.0
-    d2 = p[3:-1] - 2.0 * p[2:-2] + p[1:-3]
-    d3 = (p[4:] - 2.0 * p[3:-1] + 2.0 * p[1:-3] - p[:-4]) / 2.0
-    return d1, d2, d3
-
-
-def rolling_mean(x: np.ndarray, window: int = SMOOTHING_WINDOW) -> np.ndarray:
-    """Centred rolling mean over ``window`` steps, window shrinking at the episode ends."""
+def rolling_mean(x: np.ndarray, layout: Layout, window: int = SMOOTHING_WINDOW) -> np.ndarray:
+    """Centred rolling mean within each episode, window shrinking at the episode ends."""
     half = window // 2
     c = np.concatenate([np.zeros((1,) + x.shape[1:]), np.cumsum(x, axis=0)])
-    idx = np.arange(x.shape[0])
-    lo = np.maximum(idx - half, 0)
-    hi = np.minimum(idx + half + 1, x.shape[0])
+    lo = np.maximum(layout.index - half, layout.start)
+    hi = np.minimum(layout.index + half, layout.last) + 1
     return (c[hi] - c[lo]) / (hi - lo)[:, None]
 
 
-def eef_kinematics(eef: np.ndarray, dt: float) -> dict[str, np.ndarray]:
-    """Smoothed EE speed, acceleration and jerk (Table 19 diagnostics)."""
-    d1, d2, d3 = _central_differences(rolling_mean(eef))
-    return {"eef_speed": np.linalg.norm(d1, axis=1) / dt,
-            "eef_acc": np.linalg.norm(d2, axis=1) / dt**2,
-            "eef_jerk": np.linalg.norm(d3, axis=1) / dt**3}
+def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
+    """Smoothed EE speed, acceleration and jerk (Table 19 diagnostics).
+
+    Central differences Delta_n of the 5-step rolling mean (App. C.3), with edge padding within
+    each episode; ``dt`` is per step.
+    """
+    x = rolling_mean(eef, layout)
+    p1, m1, p2, m2 = (x[layout.shift(k)] for k in (1, -1, 2, -2))
+    d1 = (p1 - m1) / 2.0
+    d2 = p1 - 2.0 * x + m1
+    d3 = (p2 - 2.0 * p1 + 2.0 * m1 - m2) / 2.0
+    return {"eef_speed": norm3(d1) / dt, "eef_acc": norm3(d2) / dt**2,
+            "eef_jerk": norm3(d3) / dt**3}
+
+
+def speed(pos: np.ndarray, dt: np.ndarray, layout: Layout) -> np.ndarray:
+    """||x_dot(t)||: central differences inside an episode, one-sided at its ends."""
+    up, down = layout.shift(1), layout.shift(-1)
+    span = np.maximum(up - down, 1)
+    return norm3(pos[up] - pos[down]) / span / dt
 
 
 def torque_ratio(torque: np.ndarray, limits: np.ndarray) -> np.ndarray:
@@ -156,81 +237,158 @@ def torque_ratio(torque: np.ndarray, limits: np.ndarray) -> np.ndarray:
     return (np.abs(torque) / limits).max(axis=1)
 
 
-def derive_signals(ep: Episode, torque_limits: list[float] | None = None) -> Signals:
-    """All derivable signals of one episode (Tables 18-19)."""
-    v: dict[str, np.ndarray] = {}
+class ChunkSignals:
+    """Derived signals of a chunk of episodes in the flat layout, plus per-episode tags."""
+
+    def __init__(self, layout: Layout, values: dict[str, np.ndarray],
+                 available: list[frozenset[str]], unavailable: list[dict[str, str]]):
+        self.layout = layout
+        self.values = values
+        self.available = available
+        self.unavailable = unavailable
+
+    def episode(self, i: int) -> Signals:
+        """One episode's signals; families it did not record are left out."""
+        lo, hi = self.layout.offsets[i], self.layout.offsets[i + 1]
+        has = self.available[i]
+        vals = {k: v[lo:hi] for k, v in self.values.items() if _SIGNAL_TAG.get(k) in has}
+        return Signals(vals, has - {"target_position"}, self.unavailable[i], int(hi - lo))
+
+
+_SIGNAL_TAG = {
+    "max_contact_force": "max_contact_force_signal",
+    "arm_furniture_force": "arm_furniture_contact_signal",
+    "arm_furniture_contact": "arm_furniture_contact_signal",
+    "target_furniture_force": "target_furniture_contact_signal",
+    "self_collision_count": "self_collision_signal",
+    "non_target_disp_max": "bystander_tracking",
+    "held_object_tilt_deg": "target_pose_signal",
+    "target_speed": "target_position",
+    "target_lift_m": "target_position",
+    "eef_speed": "eef_pose_signal", "eef_acc": "eef_pose_signal",
+    "eef_jerk": "eef_pose_signal",
+    "gripper_contact": "gripper_contact_signal", "gripper_contact_flag": "gripper_contact_signal",
+    "grasp_slip_m": "gripper_contact_signal", "release_speed": "gripper_contact_signal",
+    "transport": "gripper_contact_signal",
+    "joint_torque_ratio": "joint_torque_signal",
+}
+"""Which capability tag an episode needs for a derived signal to be meaningful. The internal
+tag ``target_position`` (target position recorded) is not a registry tag."""
+
+
+def _target_columns(ep: Episode) -> tuple[int | None, int | None]:
+    if not ep.target_object:
+        return None, None
+    ti = ep.body_index(ep.target_object) if ep.body_pos_m is not None else None
+    qi = ep.quat_index(ep.target_object) if ep.body_quat_wxyz is not None else None
+    return ti, qi
+
+
+def availability(ep: Episode, limits: list[float] | None) -> tuple[frozenset[str],
+                                                                  dict[str, str]]:
+    """Capability tags one episode's recorded fields justify, and why the others are missing.
+
+    Raises TraceError when the torque vector does not match the embodiment's joint count.
+    """
+    ti, qi = _target_columns(ep)
     have: set[str] = set()
     why: dict[str, str] = {}
     roles = set(ep.body_roles.values())
-
-    if ep.has_contacts:
-        v.update(contact_signals(ep))
-        have.add("max_contact_force_signal")
-        for tag, need in (("self_collision_signal", {"robot"}),
-                          ("arm_furniture_contact_signal", {"robot", "furniture"}),
-                          ("target_furniture_contact_signal", {"target", "furniture"})):
-            if need <= roles:
-                have.add(tag)
-            else:
-                why[tag] = f"no body with role {' and '.join(sorted(need - roles))}"
-    else:
-        for tag in ("max_contact_force_signal", "self_collision_signal",
-                    "arm_furniture_contact_signal", "target_furniture_contact_signal"):
+    for tag, need in CONTACT_TAGS.items():
+        if not ep.has_contacts:
             why[tag] = "trace has no contacts"
-
-    bystanders = [i for i, n in enumerate(ep.body_names) if ep.body_roles.get(n) == "bystander"]
-    if ep.body_pos_m is not None and bystanders:
-        v["non_target_disp_max"] = bystander_displacement(ep.body_pos_m[:, bystanders])
+        elif need <= roles:
+            have.add(tag)
+        else:
+            why[tag] = f"no body with role {' and '.join(sorted(need - roles))}"
+    if ep.body_pos_m is not None and any(ep.body_roles.get(n) == "bystander"
+                                         for n in ep.body_names):
         have.add("bystander_tracking")
     else:
         why["bystander_tracking"] = "no bystander positions in body_pos_m"
-
-    ti = ep.body_index(ep.target_object) if ep.target_object else None
-    qi = ep.quat_index(ep.target_object) if ep.target_object else None
-    target_pos = None if ti is None or ep.body_pos_m is None else ep.body_pos_m[:, ti]
-    if target_pos is not None:
-        v["target_lift_m"] = target_pos[:, 2] - target_pos[0, 2]
-        speed = np.linalg.norm(np.gradient(target_pos, axis=0), axis=1) / ep.dt \
-            if ep.n_steps > 1 else np.zeros(ep.n_steps)
-        v["target_speed"] = speed
-    if target_pos is not None and qi is not None and ep.body_quat_wxyz is not None:
-        v["held_object_tilt_deg"] = tilt_deg(ep.body_quat_wxyz[:, qi])
-        have.add("target_pose_signal")
-    else:
-        why["target_pose_signal"] = "target position or orientation not recorded"
-
+    if ti is not None:
+        have.add("target_position")
     if ep.eef_pos_m is not None:
-        v.update(eef_kinematics(ep.eef_pos_m, ep.dt))
         have.add("eef_pose_signal")
     else:
         why["eef_pose_signal"] = "no eef_pos_m"
-
-    if ep.gripper_contact is not None and target_pos is not None and ep.eef_pos_m is not None:
-        grip = ep.gripper_contact.astype(bool)
-        v["gripper_contact"] = grip
-        v["gripper_contact_flag"] = grip.astype(float)
-        v["grasp_slip_m"] = grasp_slip(target_pos[:, 2], ep.eef_pos_m[:, 2], grip)
-        v["release_speed"] = (~grip) * v["target_speed"]
-        v["transport"] = grip & (v["target_lift_m"] > TRANSPORT_LIFT_M)
+    if ep.gripper_contact is not None and ti is not None and ep.eef_pos_m is not None:
         have.add("gripper_contact_signal")
     else:
         why["gripper_contact_signal"] = "needs gripper_contact, target position and eef_pos_m"
-    if "gripper_contact" not in v and "held_object_tilt_deg" in v:
-        # Without a grip flag the transport gate is unknown; tilt cannot be gated.
-        have.discard("target_pose_signal")
+    if ti is None or qi is None:
+        why["target_pose_signal"] = "target position or orientation not recorded"
+    elif "gripper_contact_signal" not in have:
         why["target_pose_signal"] = "transport gate needs gripper_contact and eef_pos_m"
-
-    if ep.joint_torque_nm is not None:
-        if torque_limits is None:
-            why["joint_torque_signal"] = "no joint-torque limits known for this embodiment"
-        elif len(torque_limits) != ep.joint_torque_nm.shape[1]:
-            raise TraceError(
-                f"expected {len(torque_limits)} joints to match the embodiment's torque limits, "
-                f"got {ep.joint_torque_nm.shape[1]}", episode=ep.episode_id,
-                field="steps[0].joint_torque_nm")
-        else:
-            v["joint_torque_ratio"] = torque_ratio(ep.joint_torque_nm, np.asarray(torque_limits))
-            have.add("joint_torque_signal")
     else:
+        have.add("target_pose_signal")
+    if ep.joint_torque_nm is None:
         why["joint_torque_signal"] = "no joint_torque_nm"
-    return Signals(v, frozenset(have), why, ep.n_steps)
+    elif limits is None:
+        why["joint_torque_signal"] = "no joint-torque limits known for this embodiment"
+    elif len(limits) != ep.joint_torque_nm.shape[1]:
+        raise TraceError(
+            f"expected {len(limits)} joints to match the embodiment's torque limits, got "
+            f"{ep.joint_torque_nm.shape[1]}", episode=ep.episode_id,
+            field="steps[0].joint_torque_nm")
+    else:
+        have.add("joint_torque_signal")
+    return frozenset(have), why
+
+
+def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None],
+                 avail: list[tuple[frozenset[str], dict[str, str]]] | None = None
+                 ) -> ChunkSignals:
+    """All derivable signals of a chunk of episodes (Tables 18-19), in the flat layout.
+
+    ``avail`` is each episode's ``availability`` result when the caller already has it.
+    """
+    layout = Layout(np.array([e.n_steps for e in episodes], dtype=np.int64))
+    cols = [_target_columns(e) for e in episodes]
+    if avail is None:
+        avail = [availability(e, lim) for e, lim in zip(episodes, torque_limits)]
+    has = [h for h, _ in avail]
+    v: dict[str, np.ndarray] = {}
+    dt = np.repeat(np.array([e.dt for e in episodes], dtype=float), layout.lengths)
+
+    if any(e.has_contacts for e in episodes):
+        v.update(contact_signals(episodes, layout))
+
+    bys = [[i for i, n in enumerate(e.body_names) if e.body_roles.get(n) == "bystander"]
+           if "bystander_tracking" in h else [] for e, h in zip(episodes, has)]
+    width = max((len(b) for b in bys), default=0)
+    if width:
+        pos = np.zeros((layout.size, width, 3))
+        for e, b, lo in zip(episodes, bys, layout.offsets):
+            if b:
+                pos[lo:lo + e.n_steps, :len(b)] = e.body_pos_m[:, b]
+        v["non_target_disp_max"] = bystander_displacement(pos, layout)
+
+    tpos, _ = gather([None if ti is None else e.body_pos_m[:, ti]
+                      for e, (ti, _) in zip(episodes, cols)], layout, (3,))
+    v["target_lift_m"] = tpos[:, 2] - layout.first(tpos)[:, 2]
+    v["target_speed"] = speed(tpos, dt, layout)
+    quat, has_q = gather([None if qi is None else e.body_quat_wxyz[:, qi]
+                          for e, (_, qi) in zip(episodes, cols)], layout, (4,))
+    if has_q.any():
+        quat[~np.repeat(has_q, layout.lengths)] = (1.0, 0.0, 0.0, 0.0)
+        v["held_object_tilt_deg"] = tilt_deg(quat, layout)
+    eef, _ = gather([e.eef_pos_m for e in episodes], layout, (3,))
+    v.update(eef_kinematics(eef, dt, layout))
+    grip, _ = gather([e.gripper_contact for e in episodes], layout, dtype=bool)
+    v["gripper_contact"] = grip
+    v["gripper_contact_flag"] = grip.astype(float)
+    v["grasp_slip_m"] = grasp_slip(tpos[:, 2], eef[:, 2], grip, layout)
+    v["release_speed"] = np.where(grip, 0.0, v["target_speed"])
+    v["transport"] = grip & (v["target_lift_m"] > TRANSPORT_LIFT_M)
+    ratio = [torque_ratio(e.joint_torque_nm, np.asarray(lim, dtype=float))
+             if "joint_torque_signal" in h else None
+             for e, lim, h in zip(episodes, torque_limits, has)]
+    if any(r is not None for r in ratio):
+        v["joint_torque_ratio"] = gather(ratio, layout)[0]
+    return ChunkSignals(layout, v, has, [w for _, w in avail])
+
+
+def derive_signals(ep: Episode, torque_limits: list[float] | None = None) -> Signals:
+    """All derivable signals of one episode (Tables 18-19)."""
+    return derive_chunk([ep], [torque_limits]).episode(0)
