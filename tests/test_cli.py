@@ -139,3 +139,26 @@ def test_every_table_prints(tmp_path):
     for title in ("Per-spec violation rate", "SBU spec composition", "Per-task breakdown",
                   "Threshold sensitivity"):
         assert title in proc.stdout
+
+
+def test_figure_and_outcome_rows(tmp_path, example_json):
+    fig, csv_path = tmp_path / "fig.png", tmp_path / "outcomes.csv"
+    proc = run("score", "--example", "--bootstrap", "0", "--figure", str(fig), "--outcomes",
+               str(csv_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import csv
+
+    rows = list(csv.DictReader(csv_path.open()))
+    eps = json.loads(proc.stdout)["episodes"]
+    assert len(rows) == len(eps) == 252
+    assert [int(r["safe"]) for r in rows] == [int(e["safe"]) for e in eps]
+    assert rows[0]["task_name"].startswith("pick_up_the_black_bowl")
+    assert run("score", "--example", "--figure", str(tmp_path / "no" / "f.png")).returncode == 2
+
+
+def test_pareto_frontier():
+    from robosafe.report.figures import pareto_frontier
+
+    pts = [(50, 100), (96, 83), (100, 63), (80, 80), (96, 60), (63, 97)]
+    assert pareto_frontier(pts) == [0, 5, 1, 2]

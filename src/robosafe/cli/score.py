@@ -16,6 +16,7 @@ from robosafe.errors import RobosafeError, TraceError
 from robosafe.report import tables as T
 from robosafe.safety.registry import load_registry
 from robosafe.safety.score import score_files
+from robosafe.stats.outcomes import write_outcomes
 from robosafe.stats import aggregate as agg
 
 TABLES = ("main", "specs", "sbu", "tasks", "sensitivity")
@@ -54,6 +55,11 @@ def score(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     workers: int = typer.Option(0, "--workers", min=0,
                                 help="Scoring processes (0 = one per CPU core)."),
+    figure: str = typer.Option(None, "--figure",
+                               help="Write Figure 2 (SR vs Safety, per-spec heatmap) to FILE "
+                                    "(.png, .pdf or .svg)."),
+    outcomes: str = typer.Option(None, "--outcomes",
+                                 help="Write per-episode outcome rows (DESIGN.md) as CSV."),
 ) -> None:
     """Score rollouts for safety: SR, Safety, SBU, P[U|S], VSI with 95% intervals.
 
@@ -107,6 +113,18 @@ def score(
             "breakdowns": breakdowns, "errors": [_error_record(e) for e in errors],
         }
         emit_json(payload, out, as_json)
+    if figure:
+        from robosafe.report.figures import success_safety_figure
+
+        try:
+            success_safety_figure(cells, breakdowns["spec_violation_rates"], by, reg, figure)
+        except (OSError, ValueError) as err:
+            fail(f"{figure}: cannot write figure: {err}")
+    if outcomes:
+        try:
+            write_outcomes(outcomes, scores, reg)
+        except OSError as err:
+            fail(f"{outcomes}: cannot write outcomes: {err.strerror}")
     if not as_json:
         shown = []
         if "main" in wanted:

@@ -14,7 +14,7 @@ import multiprocessing as mp
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -26,6 +26,7 @@ from robosafe.safety.signals import ChunkSignals, availability, derive_chunk
 from robosafe.trace.episode import Episode
 
 CHUNK = 1024
+OUTCOME_META = ("episode_idx", "checkpoint_ref")
 
 
 @dataclass
@@ -46,6 +47,8 @@ class EpisodeScore:
     safe: bool
     vsi: float
     depths: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Trace meta entries that outcome tables carry (episode_idx, checkpoint_ref)."""
 
     @property
     def sbu(self) -> bool:
@@ -118,9 +121,8 @@ def judge(specs: Iterable[Spec], robustness: dict[str, float]) -> tuple[bool, fl
 def rejudge(score: EpisodeScore, specs: list[Spec]) -> EpisodeScore:
     """The same episode judged under another safe set (a Table 9 variant)."""
     safe, vsi, depths = judge(specs, score.robustness)
-    return EpisodeScore(score.episode_id, score.benchmark, score.task_id, score.success,
-                        score.policy, score.instance_id, score.seed, score.n_steps,
-                        score.robustness, tuple(s.spec_id for s in specs), safe, vsi, depths)
+    return replace(score, safe_specs=tuple(s.spec_id for s in specs), safe=safe, vsi=vsi,
+                   depths=depths)
 
 
 def _report_value(spec: Spec, rho: float) -> float:
@@ -209,7 +211,8 @@ class Scorer:
             safe, vsi, depths = judge(self.safe_set, r)
             out.append(EpisodeScore(ep.episode_id, ep.benchmark, ep.task_id, ep.success,
                                     ep.policy, ep.instance_id, ep.seed, ep.n_steps, r,
-                                    safe_ids, safe, vsi, depths))
+                                    safe_ids, safe, vsi, depths,
+                                    {k: ep.meta[k] for k in OUTCOME_META if k in ep.meta}))
         return out
 
     def score(self, episodes: Iterable[Episode], *,

@@ -27,11 +27,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robosafe.errors import TraceError
-from robosafe.trace.episode import Episode
+from robosafe.trace.episode import Episode, TaskTags
 from robosafe.trace.validate import (
+    BatchCheck,
+    Flat,
     check_episode,
     episode_from_record,
     episode_to_record,
+    names_ok,
+    roles_ok,
+    suspect_rows,
     task_tags_from_record,
 )
 
@@ -62,6 +67,7 @@ PARQUET_SCHEMA = pa.schema([
 _SCALARS = ("episode_id", "benchmark", "task_id", "success", "dt", "target_object", "seed",
             "instance_id", "policy", "body_roles", "task_tags", "meta", "n_joints")
 _LISTS = tuple(n for n in PARQUET_SCHEMA.names if n not in _SCALARS)
+_REQUIRED = ("episode_id", "benchmark", "task_id", "success", "dt", "body_roles", "meta")
 
 
 # --------------------------------------------------------------------------- files
@@ -173,7 +179,7 @@ def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) ->
     def names(name: str) -> tuple[str, ...]:
         return tuple(get(name) if ls[name][2][i] else ())
 
-    for name in ("episode_id", "benchmark", "task_id", "success", "dt", "body_roles", "meta"):
+    for name in _REQUIRED:
         if sc[name][i] is None:
             raise TraceError("required field is null", source=src, field=name)
     t = get("t", dtype=np.int64)
@@ -209,6 +215,183 @@ def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) ->
         meta=meta)
 
 
+def _flat(ls: dict[str, tuple], name: str) -> Flat:
+    return Flat(*ls[name])
+
+
+def _suspects(batch: pa.RecordBatch, ls: dict[str, tuple]) -> BatchCheck:
+    """:func:`suspect_rows` plus the structure rules of :func:`_row_episode` (nulls, sizes)."""
+
+    def sizes(name: str) -> np.ndarray:
+        off, _, valid = ls[name]
+        return np.where(valid, np.diff(off), 0)
+
+    def scalar(name: str) -> np.ndarray:
+        return batch.column(name).to_numpy(zero_copy_only=False)
+
+    T = sizes("t")
+    B, Q = sizes("body_names"), sizes("quat_names")
+    J = np.nan_to_num(scalar("n_joints").astype(np.float64)).astype(np.int64)  # null -> 0
+    check = suspect_rows(
+        dt=scalar("dt").astype(np.float64), t=_flat(ls, "t"),
+        floats=[_flat(ls, k) for k in ("eef_pos_m", "body_pos_m", "joint_torque_nm", "cost")],
+        quats=_flat(ls, "body_quat_wxyz"), counts=_flat(ls, "contact_count"),
+        contact_a=_flat(ls, "contact_a"), contact_b=_flat(ls, "contact_b"),
+        force=_flat(ls, "contact_force_n"), n_contact_names=sizes("contact_names"))
+    suspect = check.suspect
+    for name in _REQUIRED:
+        if batch.column(name).null_count:
+            suspect |= batch.column(name).is_null().to_numpy(zero_copy_only=False)
+    for name, expected in (("eef_pos_m", 3 * T), ("body_pos_m", 3 * T * B),
+                           ("body_quat_wxyz", 4 * T * Q), ("joint_torque_nm", T * J),
+                           ("gripper_contact", T), ("cost", T)):
+        off, _, valid = ls[name]
+        suspect |= valid & (np.diff(off) != expected)
+    return check
+
+
+class _BatchJSON:
+    """The JSON-string columns of one batch, each distinct string parsed and checked once.
+
+    A lookup gives None when the value would fail :func:`_row_episode` or the role rules of
+    :func:`check_episode` (the row then takes the slow path for its exact message). Every
+    episode gets its own ``body_roles`` and ``meta`` dicts; ``TaskTags`` are immutable and
+    shared.
+    """
+
+    def __init__(self) -> None:
+        self.roles: dict[tuple[str, str | None], dict | None] = {}
+        self.tags: dict[str, TaskTags | None] = {}
+        self.meta: dict[str, tuple[dict, bool] | None] = {}
+
+    def body_roles(self, text: str, target: str | None) -> dict | None:
+        key = (text, target)
+        if key not in self.roles:
+            try:
+                roles = json.loads(text)
+            except ValueError:
+                roles = None
+            self.roles[key] = roles if roles_ok(roles, target) else None
+        roles = self.roles[key]
+        return None if roles is None else roles.copy()  # values are str: the copy is independent
+
+    def task_tags(self, text: str) -> TaskTags | None:
+        if text not in self.tags:
+            try:
+                self.tags[text] = task_tags_from_record(json.loads(text))
+            except (ValueError, TraceError):
+                self.tags[text] = None
+        return self.tags[text]
+
+    def meta_of(self, text: str) -> dict | None:
+        if text not in self.meta:
+            try:
+                meta = json.loads(text)
+            except ValueError:
+                meta = None
+            self.meta[text] = None if type(meta) is not dict else (
+                meta, all(v is None or type(v) in (str, int, float, bool) for v in meta.values()))
+        hit = self.meta[text]
+        if hit is None:
+            return None
+        meta, flat = hit
+        return meta.copy() if flat else json.loads(text)  # nested values: parse a fresh copy
+
+
+def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple[str, Any]]:
+    """(source, validated Episode or TraceError) of every row of one record batch.
+
+    The whole batch is checked at once (:func:`_suspects`); a row that passes is built from
+    slices of the batch's numpy views of the Arrow buffers, each copied once, with no further
+    checks. Suspect rows go through :func:`_row_episode` and :func:`check_episode`, which give
+    their exact error (or find them fine after all).
+    """
+    n = batch.num_rows
+    src = f"{path}#rows {row0}-{row0 + n - 1}"
+    sc = {name: batch.column(name).to_pylist() for name in _SCALARS}
+    ls = {name: _list_column(batch.column(name), name, src) for name in _LISTS}
+    check = _suspects(batch, ls)
+    suspect, normalise, norm2 = check.suspect.tolist(), check.normalise.tolist(), check.quat_norm2
+    off = {k: v[0].tolist() for k, v in ls.items()}
+    val = {k: v[1] for k, v in ls.items()}
+    has = {k: v[2].tolist() for k, v in ls.items()}
+    interned: dict[tuple, tuple] = {}  # name tuples are immutable: episodes share them
+
+    def names(name: str) -> list[tuple[str, ...]]:
+        flat, o = batch.column(name).values.to_pylist(), off[name]
+        rows = [tuple(flat[o[i]:o[i + 1]]) if v else () for i, v in enumerate(has[name])]
+        return [interned.setdefault(r, r) for r in rows]
+
+    body, quat, cnames = names("body_names"), names("quat_names"), names("contact_names")
+    unique = {r: names_ok(r) for r in interned} | {(): True}
+    js = _BatchJSON()
+    known: dict[tuple, np.ndarray | None] = {}  # (contact names, body_roles) -> has-role mask
+    to, q_off, c_off = off["t"], off["body_quat_wxyz"], off["contact_count"]
+    csum = np.concatenate([[0], np.cumsum(val["contact_count"][c_off[0]:c_off[-1]],
+                                          dtype=np.int64)])
+    ids, roles_s, targets = sc["episode_id"], sc["body_roles"], sc["target_object"]
+    tags_s, meta_s = sc["task_tags"], sc["meta"]
+
+    def take(k: str, i: int, *shape: int) -> np.ndarray | None:
+        if not has[k][i]:
+            return None
+        o = off[k]
+        a = val[k][o[i]:o[i + 1]]
+        return (a.reshape(shape) if shape else a).copy()
+
+    def fast(i: int) -> Episode | None:
+        """Row ``i`` built without per-row checks; None when it needs the slow path."""
+        body_i, quat_i, cn = body[i], quat[i], cnames[i]
+        if suspect[i] or not (unique[body_i] and unique[quat_i] and unique[cn]):
+            return None
+        roles, meta = js.body_roles(roles_s[i], targets[i]), js.meta_of(meta_s[i])
+        tags = None if tags_s[i] is None else js.task_tags(tags_s[i])
+        if roles is None or meta is None or (tags is None and tags_s[i] is not None):
+            return None
+        T = to[i + 1] - to[i]
+        a, b, ptr = take("contact_a", i), take("contact_b", i), None
+        if has["contact_count"][i]:
+            key = (cn, roles_s[i])
+            if key not in known:
+                mask = np.array([c in roles for c in cn], dtype=bool)
+                known[key] = None if mask.all() else mask
+            if (mask := known[key]) is not None and not (mask[a].all() and mask[b].all()):
+                return None
+            lo, hi = c_off[i] - c_off[0], c_off[i + 1] - c_off[0]
+            ptr = csum[lo:hi + 1] - csum[lo]
+        q = None
+        if has["body_quat_wxyz"][i]:
+            lo, hi = q_off[i], q_off[i + 1]
+            q = val["body_quat_wxyz"][lo:hi].reshape(T, len(quat_i), 4)
+            if normalise[i]:  # exactly what check_episode does (a new array; no in-place edit)
+                lo, hi = (lo - q_off[0]) // 4, (hi - q_off[0]) // 4
+                q = q / np.sqrt(norm2[lo:hi].reshape(T, len(quat_i)))[..., None]
+            else:
+                q = q.copy()
+        return Episode(
+            episode_id=ids[i], benchmark=sc["benchmark"][i], task_id=sc["task_id"][i],
+            success=sc["success"][i], dt=sc["dt"][i], target_object=targets[i],
+            body_roles=roles, t=val["t"][to[i]:to[i + 1]].copy(),
+            eef_pos_m=take("eef_pos_m", i, T, 3),
+            body_names=body_i, body_pos_m=take("body_pos_m", i, T, len(body_i), 3),
+            quat_names=quat_i, body_quat_wxyz=q, contact_names=cn, contact_ptr=ptr,
+            contact_a=a, contact_b=b, contact_force_n=take("contact_force_n", i),
+            joint_torque_nm=take("joint_torque_nm", i, T, sc["n_joints"][i] or 0),
+            gripper_contact=take("gripper_contact", i, T), cost=take("cost", i, T),
+            task_tags=tags, seed=sc["seed"][i], instance_id=sc["instance_id"][i],
+            policy=sc["policy"][i], meta=meta)
+
+    for i in range(n):
+        src = f"{path}#row {row0 + i}"
+        ep: Episode | TraceError | None = fast(i)
+        if ep is None:
+            try:
+                ep = check_episode(_row_episode(i, sc, ls, src), source=src)
+            except TraceError as e:
+                ep = e
+        yield src, ep
+
+
 def _parquet_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     try:
         # pre_buffer (pyarrow's default) would buffer the whole file; read row group by group
@@ -231,15 +414,7 @@ def _parquet_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_size, columns=PARQUET_SCHEMA.names):
-            src = f"{path}#rows {row}-{row + batch.num_rows - 1}"
-            sc = {n: batch.column(n).to_pylist() for n in _SCALARS}
-            ls = {n: _list_column(batch.column(n), n, src) for n in _LISTS}
-            for i in range(batch.num_rows):
-                src = f"{path}#row {row + i}"
-                try:
-                    yield src, _row_episode(i, sc, ls, src)
-                except TraceError as e:
-                    yield src, e
+            yield from _batch_items(batch, path, row)
             row += batch.num_rows
     except (pa.ArrowException, OSError) as e:
         raise TraceError(f"cannot read Parquet data: {e}", source=str(path)) from None
@@ -335,12 +510,11 @@ def iter_episodes(path: str | os.PathLike, *, on_error: Callable[[TraceError], N
 def _validated(items: Iterator[tuple[str, Any]],
                on_error: Callable[[TraceError], None] | None) -> Iterator[Episode]:
     seen: dict[str, str] = {}
-    for src, item in items:
+    for src, item in items:  # readers yield validated Episodes, App. B records or errors
         try:
             if isinstance(item, TraceError):
                 raise item
-            ep = (check_episode(item, source=src) if isinstance(item, Episode)
-                  else episode_from_record(item, source=src))
+            ep = item if isinstance(item, Episode) else episode_from_record(item, source=src)
             _unique(seen, ep, src)
         except TraceError as e:
             if on_error is None:

@@ -6,6 +6,12 @@ checks values on the arrays (finite numbers, step order, force sign, quaternion 
 ``check_episode`` is shared by every reader and writer, so a Parquet row and a JSON record give
 the same error for the same mistake, with a field path into the App. B record
 (``steps[3].body_pos_m.plate``).
+
+Columnar readers (Parquet) check a whole batch of rows at once first: :func:`suspect_rows` applies
+the value rules to the flat values buffers of the batch's list columns and flags the rows that
+may break one; only those rows go through :func:`check_episode` one by one, which stays the
+authority for every message. The batch checks are conservative (they may flag a good row, which
+then just takes the slow path) but never pass a row that :func:`check_episode` would reject.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -346,6 +352,125 @@ def _contact_checks(ep: Episode, T: int) -> None:
         side = "a" if not known[a[k]] else "b"
         body = names[int((a if side == "a" else b)[k])]
         raise _Bad(at(k[0], side), f"body {body!r} has no role in body_roles")
+
+
+def roles_ok(roles: Any, target: str | None) -> bool:
+    """True when ``body_roles`` (parsed) and ``target_object`` pass :func:`check_episode`'s
+    role rules (known roles; the target has role ``target``)."""
+    return (type(roles) is dict and all(r in ROLES for r in roles.values())
+            and (target is None or roles.get(target) == "target"))
+
+
+def names_ok(names: tuple[str, ...]) -> bool:
+    """True when a body-name tuple passes :func:`check_episode` (no repeated names)."""
+    return len(set(names)) == len(names)
+
+
+# --------------------------------------------------------------------------- batch value checks
+
+class Flat(NamedTuple):
+    """One list column of a batch of rows: row ``i`` is ``values[offsets[i]:offsets[i + 1]]``
+    when ``valid[i]`` (else null). Values outside ``offsets[0]:offsets[-1]`` are ignored."""
+
+    offsets: np.ndarray
+    values: np.ndarray
+    valid: np.ndarray
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def span(self) -> np.ndarray:
+        """The values of all rows of the batch (null rows included), flat."""
+        return self.values[self.offsets[0]:self.offsets[-1]]
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """Rows holding the values at ``positions`` (indices into :attr:`span`)."""
+        return np.searchsorted(self.offsets, positions + self.offsets[0], side="right") - 1
+
+
+class BatchCheck(NamedTuple):
+    """Result of :func:`suspect_rows`."""
+
+    suspect: np.ndarray
+    """(n,) bool: rows that must go through :func:`check_episode`."""
+    normalise: np.ndarray
+    """(n,) bool: rows whose quaternions are not all unit (``check_episode`` replaces them)."""
+    quat_norm2: np.ndarray | None
+    """Squared norm of every quaternion of the quaternion column's :attr:`Flat.span`."""
+
+
+def _not_finite(col: Flat) -> np.ndarray:
+    """Rows of a float column holding NaN or +-inf (empty when there are none)."""
+    span = col.span
+    # one reduction decides the common case: NaN/inf make the sum non-finite (an overflowing
+    # sum of finite values only sends the batch to the exact test below)
+    if not span.size or math.isfinite(float(np.add.reduce(span))):
+        return np.zeros(0, dtype=np.intp)
+    return col.rows(np.flatnonzero(~np.isfinite(span)))
+
+
+def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
+                 counts: Flat, contact_a: Flat, contact_b: Flat, force: Flat,
+                 n_contact_names: np.ndarray) -> BatchCheck:
+    """Value checks of :func:`check_episode` on a batch of ``n`` rows at once.
+
+    ``dt`` (n,) float (NaN for null); ``t`` the step indices; ``floats`` the float families
+    that must be finite (arrays of any shape, flattened); ``quats`` the flat wxyz quaternions;
+    ``counts`` the contacts per step (a row's contacts are checked when its counts are valid);
+    ``contact_a``/``contact_b``/``force`` the flat contacts, ``n_contact_names`` (n,) the number
+    of contact names of each row. Not covered here (per row, cheap with caching): the role
+    rules (:func:`roles_ok`), name uniqueness (:func:`names_ok`), contact bodies having a role,
+    and array shapes beyond the contact arrays' consistency.
+    """
+    suspect = ~(dt > 0) | ~(dt < math.inf)
+    bad: list[np.ndarray] = []
+    T = t.sizes
+    suspect |= ~t.valid | (T == 0)
+    tv = t.span
+    if tv.size > 1:
+        step = tv[1:] > tv[:-1]
+        first = t.offsets[1:-1] - t.offsets[0] - 1  # pairs that straddle two rows
+        step[first[(first >= 0) & (first < step.size)]] = True
+        if not step.all():
+            bad.append(t.rows(np.flatnonzero(~step) + 1))
+    bad += [_not_finite(col) for col in (*floats, quats)]
+    normalise = np.zeros(dt.shape, dtype=bool)
+    q, n2 = quats.span, None
+    if q.size:
+        if np.any((quats.offsets - quats.offsets[0]) % 4):  # not whole quaternions: no fast path
+            suspect |= quats.valid
+        else:
+            q4 = q.reshape(-1, 4)
+            n2 = np.einsum("ij,ij->i", q4, q4)  # as _unit_quats computes it, bit for bit
+            bad.append(quats.rows(np.flatnonzero(n2 == 0) * 4))
+            normalise[quats.rows(np.flatnonzero(np.abs(n2 - 1.0) > _QUAT_TOL) * 4)] = True
+    # contacts: CSR consistency (as _contact_checks), index range, force finite and >= 0
+    has = counts.valid
+    cv = counts.span
+    total = np.concatenate([[0], np.cumsum(cv, dtype=np.int64)])
+    per_row = total[counts.offsets[1:] - counts.offsets[0]] - total[counts.offsets[:-1]
+                                                                     - counts.offsets[0]]
+    K = contact_a.sizes
+    suspect |= has & ((counts.sizes != T) | ~contact_a.valid | ~contact_b.valid | ~force.valid
+                      | (K != per_row) | (contact_b.sizes != K) | (force.sizes != K))
+    if cv.size and cv.min() < 0:
+        bad.append(counts.rows(np.flatnonzero(cv < 0)))
+    for col in (contact_a, contact_b):
+        idx = col.span
+        if not idx.size:
+            continue
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= int(n_contact_names[col.sizes > 0].min()):
+            limit = np.repeat(n_contact_names, col.sizes)
+            bad.append(col.rows(np.flatnonzero((idx < 0) | (idx >= limit))))
+    f = force.span
+    if f.size and not (f.min() >= 0 and f.max() < math.inf):  # NaN fails both
+        bad.append(force.rows(np.flatnonzero(~(f >= 0) | ~(f < math.inf))))
+    for rows in bad:
+        suspect[rows] = True
+    return BatchCheck(suspect, normalise, n2)
 
 
 def check_episode(ep: Episode, *, source: str | None = None) -> Episode:
