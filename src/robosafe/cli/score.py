@@ -16,8 +16,8 @@ from robosafe.errors import RobosafeError, TraceError
 from robosafe.report import tables as T
 from robosafe.safety.registry import load_registry
 from robosafe.safety.score import score_files
-from robosafe.stats.outcomes import write_outcomes
 from robosafe.stats import aggregate as agg
+from robosafe.stats.outcomes import write_outcomes
 
 TABLES = ("main", "specs", "sbu", "tasks", "sensitivity")
 

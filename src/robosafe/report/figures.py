@@ -13,10 +13,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from robosafe.safety.registry import Registry  # noqa: E402
+from robosafe.safety.registry import Registry
 
 
 def pareto_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
