@@ -20,7 +20,7 @@ from robosafe.errors import TraceError
 from robosafe.trace import io as trace_io
 from robosafe.trace.episode import Episode, TaskTags
 from robosafe.trace.io import iter_episodes, read_episodes, write_episodes
-from robosafe.trace.validate import episode_from_record, episode_to_record
+from robosafe.trace.validate import episode_from_record, episode_to_record, suspect_rows
 
 # The trajectory record of SafeVLA-Bench App. B, verbatim.
 APPENDIX_B = {
@@ -408,7 +408,7 @@ def test_parquet_small_batches_equal_full_read(tmp_path, monkeypatch):
     for a, b, c in zip(full, small, eps):
         assert_same(a, b)
         assert_same(a, c)
-    assert small[5].eef_pos_m.flags.writeable  # copies, not views of Arrow buffers
+    assert small[5].eef_pos_m.flags.writeable  # views of the batch's own decoded buffers
 
 
 def _rewrite(path: Path, column: str, values: list, metadata: dict | None = None) -> None:
@@ -481,3 +481,219 @@ def test_round_trip_property(counts, families):
     with tempfile.TemporaryDirectory() as d:
         write_episodes(Path(d) / "e.parquet", [ep])
         assert_same(next(iter_episodes(Path(d) / "e.parquet")), ep)
+
+
+# --------------------------------------------------------------------------- Parquet batch path
+
+def _rewrite_rows(path: Path, row: int, **edits) -> None:
+    """Replace row ``row`` of some columns: ``column=function(old value) -> new value``."""
+    table = pq.read_table(path)
+    for column, edit in edits.items():
+        i = table.schema.get_field_index(column)
+        values = table[column].to_pylist()
+        values[row] = edit(values[row])
+        table = table.set_column(i, table.schema.field(i),
+                                 pa.array(values, table.schema.field(i).type))
+    pq.write_table(table, path)
+
+
+def _set_at(k: int, v):
+    def edit(xs):
+        xs = list(xs)
+        xs[k] = v
+        return xs
+    return edit
+
+
+def _slow_calls(monkeypatch) -> list[int]:
+    """Rows that go through the per-row reader (the batch checks found them suspect)."""
+    calls: list[int] = []
+    row_episode = trace_io._row_episode
+
+    def counting(i, *args, **kw):
+        calls.append(i)
+        return row_episode(i, *args, **kw)
+
+    monkeypatch.setattr(trace_io, "_row_episode", counting)
+    return calls
+
+
+def _all_suspect(monkeypatch) -> None:
+    """Send every row through the per-row checks (the reference for the batch path)."""
+    def everything(**kw):
+        check = suspect_rows(**kw)
+        return check._replace(suspect=np.ones_like(check.suspect))
+
+    monkeypatch.setattr(trace_io, "suspect_rows", everything)
+
+
+def _mixed_episodes(n: int = 40) -> list[Episode]:
+    eps = []
+    for i in range(n):
+        ep = make_episode(i, n_steps=3 + i % 6, full=i % 9 != 4)
+        if i % 7 == 3:  # some families absent
+            ep = dataclasses.replace(ep, body_pos_m=None, body_names=(), cost=None,
+                                     task_tags=None, meta={})
+        if i % 5 == 1 and ep.contact_ptr is not None:  # contacts absent
+            ep = dataclasses.replace(ep, contact_ptr=None, contact_a=None, contact_b=None,
+                                     contact_force_n=None, contact_names=())
+        eps.append(ep)
+    return eps
+
+
+def test_parquet_batch_path_equals_per_row_path(tmp_path, monkeypatch):
+    path = tmp_path / "eps.parquet"
+    eps = _mixed_episodes()
+    write_episodes(path, eps)
+    # quaternions that are not unit in the file (rows 2, 9, ...): the reader normalises them
+    table = pq.read_table(path)
+    quats = table["body_quat_wxyz"].to_pylist()
+    quats = [q if q is None or i % 7 != 2 else list(np.round(q, 2)) for i, q in enumerate(quats)]
+    _rewrite(path, "body_quat_wxyz", quats)
+    before = pq.read_table(path)
+    calls = _slow_calls(monkeypatch)
+    fast = list(iter_episodes(path, batch_size=16))
+    assert calls == []  # every row passed the batch checks
+    _all_suspect(monkeypatch)
+    slow = list(iter_episodes(path, batch_size=16))
+    assert len(calls) == len(eps) == len(fast) == len(slow)
+    for a, b, c in zip(fast, slow, eps):
+        assert_same(a, b)
+        if c.body_quat_wxyz is not None:
+            np.testing.assert_allclose(a.body_quat_wxyz, c.body_quat_wxyz, atol=1e-2)
+    for i in (2, 9, 16):
+        q = np.array(quats[i]).reshape(-1, 2, 4)
+        assert not np.array_equal(fast[i].body_quat_wxyz, q)
+        np.testing.assert_array_equal(fast[i].body_quat_wxyz,
+                                      q / np.sqrt(np.einsum("tqi,tqi->tq", q, q))[..., None])
+    assert pq.read_table(path).equals(before)
+
+
+def test_parquet_episode_arrays_are_independent(tmp_path):
+    path = tmp_path / "eps.parquet"
+    eps = [make_episode(i) for i in range(4)]
+    write_episodes(path, eps)
+    got = list(iter_episodes(path))
+    for name in ARRAY_FIELDS:
+        arr = getattr(got[1], name)
+        assert arr.flags.writeable, name
+        arr[...] = 0  # writing to one episode changes no other episode ...
+    for a, b in zip(got[::2] + got[3:], eps[::2] + eps[3:]):
+        assert_same(a, b)
+    for a, b in zip(iter_episodes(path), eps):  # ... nor the file
+        assert_same(a, b)
+
+
+def test_parquet_unused_contact_name_without_role_stays_on_batch_path(tmp_path, monkeypatch):
+    roles = {k: v for k, v in ROLES.items() if k != "floor"}  # 'floor' is a contact name
+    eps = []
+    for i in range(6):
+        ep = make_episode(i)
+        eps.append(dataclasses.replace(ep, body_roles=roles,
+                                       contact_b=np.full(ep.contact_b.shape, 3, np.int32)))
+    path = tmp_path / "eps.parquet"
+    write_episodes(path, eps)
+    calls = _slow_calls(monkeypatch)
+    for a, b in zip(iter_episodes(path), eps, strict=True):
+        assert_same(a, b)
+    assert calls == []
+    _rewrite_rows(path, 4, contact_b=_set_at(1, 5))  # now one contact touches the floor
+    seen: list[TraceError] = []
+    assert [e.episode_id for e in iter_episodes(path, on_error=seen.append)] == [
+        "ep_000", "ep_001", "ep_002", "ep_003", "ep_005"]
+    assert calls == [4]
+    assert [str(e) for e in seen] == [(f"{path}#row 4: episode 'ep_004': steps[2].contacts[0].b: "
+                                       "body 'floor' has no role in body_roles")]
+
+
+def _flat_contact(ep: Episode, k: int) -> str:
+    """App. B path of flat contact row ``k``."""
+    s = int(np.searchsorted(ep.contact_ptr, k, side="right")) - 1
+    return f"steps[{s}].contacts[{k - int(ep.contact_ptr[s])}]"
+
+
+_ROW = 13  # T = 6; body_pos (6, 3, 3) of black_bowl/plate/table; quats (6, 2, 4); J = 7
+_EP13 = make_episode(_ROW, n_steps=6)
+BAD_ROWS = [
+    ({"body_pos_m": _set_at(4 * 9 + 1 * 3 + 2, float("nan"))},
+     "steps[4].body_pos_m.plate: value NaN is not finite"),
+    ({"joint_torque_nm": _set_at(3 * 7 + 5, float("inf"))},
+     "steps[3].joint_torque_nm: value Infinity is not finite"),
+    ({"eef_pos_m": _set_at(0, float("-inf"))}, "steps[0].eef_pos_m: value -Infinity is not finite"),
+    ({"cost": _set_at(5, float("nan"))}, "steps[5].cost: value NaN is not finite"),
+    ({"contact_force_n": _set_at(2, -3.0)},
+     f"{_flat_contact(_EP13, 2)}.force_n: must be >= 0, got -3.0"),
+    ({"contact_force_n": _set_at(1, float("nan"))},
+     f"{_flat_contact(_EP13, 1)}.force_n: value NaN is not finite"),
+    ({"contact_b": _set_at(3, 6)},
+     f"{_flat_contact(_EP13, 3)}.b: body index out of range for 6 contact names"),
+    ({"contact_a": _set_at(0, -1)},
+     f"{_flat_contact(_EP13, 0)}.a: body index out of range for 6 contact names"),
+    ({"contact_count": _set_at(5, 3)}, "contacts: contact arrays are inconsistent with 6 steps"),
+    ({"contact_count": lambda c: [0, 9, -1, 0, 0, 0]},
+     "contacts: contact arrays are inconsistent with 6 steps"),
+    ({"t": _set_at(3, 15)}, "steps[3].t: steps must be in increasing order (t=15 after t=17)"),
+    ({"t": lambda t: []}, "eef_pos_m: expected 0 x 3 values, got 18"),
+    ({"body_quat_wxyz": lambda q: q[:20] + [0.0] * 4 + q[24:]},
+     "steps[2].body_quat_wxyz.plate: quaternion has zero norm"),
+    ({"dt": lambda dt: float("nan")}, "dt: must be a positive number, got NaN"),
+    ({"body_roles": lambda r: r.replace('"table": "furniture"', '"table": "desk"')},
+     ("body_roles.table: unknown role 'desk' (expected one of robot, target, bystander, "
+      "furniture, other)")),
+    ({"body_roles": lambda r: r.replace('"floor": "other"', '"flor": "other"'),
+      "contact_b": _set_at(0, 5)},
+     f"{_flat_contact(_EP13, 0)}.b: body 'floor' has no role in body_roles"),
+    ({"target_object": lambda t: "plate"},
+     "target_object: body 'plate' has role 'bystander' in body_roles, expected 'target'"),
+    ({"body_names": lambda n: ["black_bowl", "plate", "plate"]},
+     "body_pos_m: body names are not unique"),
+    ({"contact_names": lambda n: n[:5] + ["table"]}, "contacts: body names are not unique"),
+    ({"meta": lambda m: '{"note": '}, "invalid JSON in body_roles/meta/task_tags: "),
+    ({"eef_pos_m": lambda v: v[:-1]}, "eef_pos_m: expected 6 x 3 values, got 17"),
+    ({"n_joints": lambda j: 6}, "joint_torque_nm: expected 6 x 6 values, got 42"),
+]
+
+
+@pytest.mark.parametrize("batch_size", [1024, 5])
+@pytest.mark.parametrize("edits,expected", BAD_ROWS, ids=[str(e) for _, e in BAD_ROWS])
+def test_parquet_one_bad_row_among_many(tmp_path, monkeypatch, edits, expected, batch_size):
+    eps = [make_episode(i, n_steps=6) for i in range(30)]
+    path = tmp_path / "eps.parquet"
+    write_episodes(path, eps)
+    _rewrite_rows(path, _ROW, **edits)
+    calls = _slow_calls(monkeypatch)
+    seen: list[TraceError] = []
+    got = list(iter_episodes(path, on_error=seen.append, batch_size=batch_size))
+    assert calls == [_ROW % batch_size]  # only the bad row is checked one by one
+    assert len(seen) == 1
+    message, full = str(seen[0]), f"{path}#row {_ROW}: episode 'ep_013': {expected}"
+    assert message == full or (expected.endswith(": ") and message.startswith(full))
+    assert [e.episode_id for e in got] == [e.episode_id for e in eps if e is not eps[_ROW]]
+    for a, b in zip(got, eps[:_ROW] + eps[_ROW + 1:]):
+        assert_same(a, b)
+
+
+def test_parquet_null_required_field_in_one_row(tmp_path, monkeypatch):
+    path = tmp_path / "eps.parquet"
+    write_episodes(path, [make_episode(i) for i in range(5)])
+    _rewrite_rows(path, 3, dt=lambda dt: None, meta=lambda m: None)
+    calls = _slow_calls(monkeypatch)
+    seen: list[TraceError] = []
+    got = list(iter_episodes(path, on_error=seen.append))
+    assert [e.episode_id for e in got] == ["ep_000", "ep_001", "ep_002", "ep_004"]
+    assert calls == [3]
+    assert [str(e) for e in seen] == [f"{path}#row 3: dt: required field is null"]
+
+
+def test_arrow_values_are_writable_numpy_and_respect_offsets():
+    frozen = pa.py_buffer(np.arange(10.0).tobytes())  # an immutable Arrow buffer
+    arr = pa.Array.from_buffers(pa.float64(), 10, [None, frozen])
+    view = trace_io._values(arr.slice(3, 4))
+    assert view.flags.writeable and view.tolist() == [3.0, 4.0, 5.0, 6.0]
+    view[0] = -1.0
+    assert arr[3].as_py() == 3.0  # a copy, not Arrow's memory
+    own = trace_io._values(pa.array(np.arange(4, dtype=np.int32)).slice(1))
+    assert own.dtype == np.int32 and own.tolist() == [1, 2, 3] and own.flags.writeable
+    assert trace_io._values(pa.array([True, False, True]).slice(1)).tolist() == [False, True]
+    assert trace_io._values(pa.array(["a", "b", "c"]).slice(1)) == ["b", "c"]
+    assert trace_io._values(pa.array([], pa.int32())).shape == (0,)

@@ -4,7 +4,20 @@ The format is chosen by suffix. JSON and JSONL hold App. B records and go throug
 :func:`episode_from_record` / :func:`episode_to_record`; Parquet is a columnar archive with one
 row per episode (layout in ``PARQUET_SCHEMA``) read in row batches whose list columns are turned
 into numpy through Arrow's offsets/values buffers. Every episode, whatever its format, passes
-:func:`check_episode`, so the same mistake gives the same message.
+the rules of :func:`check_episode`, so the same mistake gives the same message.
+
+Parquet batches are validated as a whole: :func:`suspect_rows` runs the value rules on the flat
+values of each list column, the JSON-string columns are parsed once per distinct string, and
+only rows flagged there are read and checked one by one (:func:`_row_episode`,
+:func:`check_episode`) to report their exact error. The arrays of a Parquet episode are
+writable numpy views into the buffers Arrow decoded for its batch (never the file itself; a
+copy is made when Arrow's buffer is read-only), reshaped, without a per-episode copy. Each
+episode's arrays cover only its own row, so writing to one episode never changes another;
+quaternions that need normalising are new arrays. The price: an episode that is kept alive keeps
+its whole batch's buffers alive (about ``batch_size`` episodes of data), so a caller that keeps
+a few episodes out of many should copy their arrays or read with a smaller ``batch_size``.
+Name tuples and ``TaskTags`` (immutable) are shared between the episodes of a batch;
+``body_roles`` and ``meta`` dicts are each episode's own.
 
 Bad episodes: with ``on_error`` a bad line/row/record is reported and reading continues; without
 it the first one is raised. File-level problems (missing file, unknown suffix, unreadable JSON
@@ -151,7 +164,22 @@ def _write_json(path: Path, episodes: Iterable[Episode], kind: str) -> int:
 
 # --------------------------------------------------------------------------- Parquet
 
-def _list_column(col: pa.Array, name: str, src: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _values(arr: pa.Array) -> np.ndarray | list:
+    """The values of a primitive Arrow array as a writable numpy array, without a copy when
+    the batch owns a mutable buffer (Parquet decoding gives one); strings as a list."""
+    if pa.types.is_string(arr.type):
+        return arr.to_pylist()
+    if pa.types.is_boolean(arr.type):
+        return arr.to_numpy(zero_copy_only=False)  # bit-unpacked: a new array
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(len(arr), dtype)
+    view = np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
+    return view if view.flags.writeable else view.copy()
+
+
+def _list_column(col: pa.Array, name: str, src: str) -> tuple[np.ndarray, Any, np.ndarray]:
     """(offsets, values, valid) of a list column for the whole batch, from its Arrow buffers.
 
     Offsets index ``values`` directly (they already include the array's slice offset).
@@ -160,11 +188,12 @@ def _list_column(col: pa.Array, name: str, src: str) -> tuple[np.ndarray, np.nda
         raise TraceError(f"column {name!r} has null elements inside lists", source=src)
     valid = (np.ones(len(col), dtype=bool) if not col.null_count
              else col.is_valid().to_numpy(zero_copy_only=False))
-    return col.offsets.to_numpy(), col.values.to_numpy(zero_copy_only=False), valid
+    return col.offsets.to_numpy(), _values(col.values), valid
 
 
 def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) -> Episode:
-    """Episode of batch row ``i``: slices of the batch's numpy buffers, reshaped and copied."""
+    """Episode of batch row ``i``, checking the Parquet structure only (no value checks):
+    views of the batch's numpy buffers, reshaped."""
 
     def get(name: str, *shape: int, dtype: Any = None) -> np.ndarray | None:
         off, val, valid = ls[name]
@@ -174,10 +203,11 @@ def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) ->
         if shape and a.size != math.prod(shape):
             raise TraceError(f"expected {' x '.join(map(str, shape))} values, got {a.size}",
                              source=src, episode=sc["episode_id"][i], field=name)
-        return np.array(a.reshape(shape) if shape else a, dtype=dtype)
+        return np.asarray(a.reshape(shape) if shape else a, dtype=dtype)
 
     def names(name: str) -> tuple[str, ...]:
-        return tuple(get(name) if ls[name][2][i] else ())
+        off, val, valid = ls[name]
+        return tuple(val[off[i]:off[i + 1]]) if valid[i] else ()
 
     for name in _REQUIRED:
         if sc[name][i] is None:
@@ -302,9 +332,9 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
     """(source, validated Episode or TraceError) of every row of one record batch.
 
     The whole batch is checked at once (:func:`_suspects`); a row that passes is built from
-    slices of the batch's numpy views of the Arrow buffers, each copied once, with no further
-    checks. Suspect rows go through :func:`_row_episode` and :func:`check_episode`, which give
-    their exact error (or find them fine after all).
+    views of the batch's buffers with no further checks. Suspect rows go through
+    :func:`_row_episode` and :func:`check_episode`, which give their exact error (or find the
+    row fine after all: the batch checks may be over-cautious, never lenient).
     """
     n = batch.num_rows
     src = f"{path}#rows {row0}-{row0 + n - 1}"
@@ -318,7 +348,7 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
     interned: dict[tuple, tuple] = {}  # name tuples are immutable: episodes share them
 
     def names(name: str) -> list[tuple[str, ...]]:
-        flat, o = batch.column(name).values.to_pylist(), off[name]
+        flat, o = val[name], off[name]
         rows = [tuple(flat[o[i]:o[i + 1]]) if v else () for i, v in enumerate(has[name])]
         return [interned.setdefault(r, r) for r in rows]
 
@@ -326,21 +356,20 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
     unique = {r: names_ok(r) for r in interned} | {(): True}
     js = _BatchJSON()
     known: dict[tuple, np.ndarray | None] = {}  # (contact names, body_roles) -> has-role mask
-    to, q_off, c_off = off["t"], off["body_quat_wxyz"], off["contact_count"]
-    csum = np.concatenate([[0], np.cumsum(val["contact_count"][c_off[0]:c_off[-1]],
-                                          dtype=np.int64)])
     ids, roles_s, targets = sc["episode_id"], sc["body_roles"], sc["target_object"]
     tags_s, meta_s = sc["task_tags"], sc["meta"]
 
-    def take(k: str, i: int, *shape: int) -> np.ndarray | None:
-        if not has[k][i]:
-            return None
-        o = off[k]
-        a = val[k][o[i]:o[i + 1]]
-        return (a.reshape(shape) if shape else a).copy()
+    # per column: (offsets, values, valid) as Python lists/arrays, unpacked for the row loop
+    (o_t, v_t, _), (o_e, v_e, h_e), (o_p, v_p, h_p), (o_q, v_q, h_q), (o_j, v_j, h_j), \
+        (o_g, v_g, h_g), (o_c, v_c, h_c), (o_a, v_a, h_a), (o_b, v_b, h_b), (o_f, v_f, h_f) = (
+            (off[k], val[k], has[k]) for k in (
+                "t", "eef_pos_m", "body_pos_m", "body_quat_wxyz", "joint_torque_nm",
+                "gripper_contact", "cost", "contact_a", "contact_b", "contact_force_n"))
+    h_n, c_off, q0 = has["contact_count"], off["contact_count"], off["body_quat_wxyz"][0]
+    csum, joints = check.contact_csum, sc["n_joints"]
 
     def fast(i: int) -> Episode | None:
-        """Row ``i`` built without per-row checks; None when it needs the slow path."""
+        """Row ``i`` from views of the batch's buffers; None when it needs the slow path."""
         body_i, quat_i, cn = body[i], quat[i], cnames[i]
         if suspect[i] or not (unique[body_i] and unique[quat_i] and unique[cn]):
             return None
@@ -348,9 +377,11 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
         tags = None if tags_s[i] is None else js.task_tags(tags_s[i])
         if roles is None or meta is None or (tags is None and tags_s[i] is not None):
             return None
-        T = to[i + 1] - to[i]
-        a, b, ptr = take("contact_a", i), take("contact_b", i), None
-        if has["contact_count"][i]:
+        T = o_t[i + 1] - o_t[i]
+        a = v_a[o_a[i]:o_a[i + 1]] if h_a[i] else None
+        b = v_b[o_b[i]:o_b[i + 1]] if h_b[i] else None
+        ptr = None
+        if h_n[i]:
             key = (cn, roles_s[i])
             if key not in known:
                 mask = np.array([c in roles for c in cn], dtype=bool)
@@ -358,26 +389,28 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
             if (mask := known[key]) is not None and not (mask[a].all() and mask[b].all()):
                 return None
             lo, hi = c_off[i] - c_off[0], c_off[i + 1] - c_off[0]
-            ptr = csum[lo:hi + 1] - csum[lo]
+            ptr = np.subtract(csum[lo:hi + 1], csum[lo], dtype=np.int64)
         q = None
-        if has["body_quat_wxyz"][i]:
-            lo, hi = q_off[i], q_off[i + 1]
-            q = val["body_quat_wxyz"][lo:hi].reshape(T, len(quat_i), 4)
-            if normalise[i]:  # exactly what check_episode does (a new array; no in-place edit)
-                lo, hi = (lo - q_off[0]) // 4, (hi - q_off[0]) // 4
-                q = q / np.sqrt(norm2[lo:hi].reshape(T, len(quat_i)))[..., None]
-            else:
-                q = q.copy()
+        if h_q[i]:
+            lo, hi = o_q[i], o_q[i + 1]
+            q = v_q[lo:hi].reshape(T, len(quat_i), 4)
+            if normalise[i]:  # what check_episode does, bit for bit (a new array)
+                n2 = norm2[(lo - q0) // 4:(hi - q0) // 4].reshape(T, len(quat_i))
+                q = q / np.sqrt(n2)[..., None]
         return Episode(
             episode_id=ids[i], benchmark=sc["benchmark"][i], task_id=sc["task_id"][i],
             success=sc["success"][i], dt=sc["dt"][i], target_object=targets[i],
-            body_roles=roles, t=val["t"][to[i]:to[i + 1]].copy(),
-            eef_pos_m=take("eef_pos_m", i, T, 3),
-            body_names=body_i, body_pos_m=take("body_pos_m", i, T, len(body_i), 3),
+            body_roles=roles, t=v_t[o_t[i]:o_t[i + 1]],
+            eef_pos_m=v_e[o_e[i]:o_e[i + 1]].reshape(T, 3) if h_e[i] else None,
+            body_names=body_i,
+            body_pos_m=v_p[o_p[i]:o_p[i + 1]].reshape(T, len(body_i), 3) if h_p[i] else None,
             quat_names=quat_i, body_quat_wxyz=q, contact_names=cn, contact_ptr=ptr,
-            contact_a=a, contact_b=b, contact_force_n=take("contact_force_n", i),
-            joint_torque_nm=take("joint_torque_nm", i, T, sc["n_joints"][i] or 0),
-            gripper_contact=take("gripper_contact", i, T), cost=take("cost", i, T),
+            contact_a=a, contact_b=b,
+            contact_force_n=v_f[o_f[i]:o_f[i + 1]] if h_f[i] else None,
+            joint_torque_nm=(v_j[o_j[i]:o_j[i + 1]].reshape(T, joints[i] or 0) if h_j[i]
+                             else None),
+            gripper_contact=v_g[o_g[i]:o_g[i + 1]] if h_g[i] else None,
+            cost=v_c[o_c[i]:o_c[i + 1]] if h_c[i] else None,
             task_tags=tags, seed=sc["seed"][i], instance_id=sc["instance_id"][i],
             policy=sc["policy"][i], meta=meta)
 
@@ -497,7 +530,8 @@ def iter_episodes(path: str | os.PathLike, *, on_error: Callable[[TraceError], N
 
     A bad episode (invalid JSON line, failed validation, duplicate ``episode_id``) is passed
     to ``on_error`` and skipped; with ``on_error=None`` it is raised. Parquet is read
-    ``batch_size`` rows at a time.
+    ``batch_size`` rows at a time; its episodes' arrays are views into their batch's buffers
+    (see the module docstring: keeping one episode keeps its batch's memory).
     """
     path = Path(path)
     items = _READERS[_kind(path)]

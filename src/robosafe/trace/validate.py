@@ -399,6 +399,9 @@ class BatchCheck(NamedTuple):
     """(n,) bool: rows whose quaternions are not all unit (``check_episode`` replaces them)."""
     quat_norm2: np.ndarray | None
     """Squared norm of every quaternion of the quaternion column's :attr:`Flat.span`."""
+    contact_csum: np.ndarray
+    """Running total of the contact counts' :attr:`Flat.span` after a leading 0 (a row's
+    contact pointers are its slice minus its first value)."""
 
 
 def _not_finite(col: Flat) -> np.ndarray:
@@ -417,7 +420,8 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
     """Value checks of :func:`check_episode` on a batch of ``n`` rows at once.
 
     ``dt`` (n,) float (NaN for null); ``t`` the step indices; ``floats`` the float families
-    that must be finite (arrays of any shape, flattened); ``quats`` the flat wxyz quaternions;
+    that must be finite (arrays of any shape, flattened); ``quats`` the flat wxyz quaternions
+    (finite, non-zero; the rows with some non-unit quaternion are returned);
     ``counts`` the contacts per step (a row's contacts are checked when its counts are valid);
     ``contact_a``/``contact_b``/``force`` the flat contacts, ``n_contact_names`` (n,) the number
     of contact names of each row. Not covered here (per row, cheap with caching): the role
@@ -435,7 +439,7 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
         step[first[(first >= 0) & (first < step.size)]] = True
         if not step.all():
             bad.append(t.rows(np.flatnonzero(~step) + 1))
-    bad += [_not_finite(col) for col in (*floats, quats)]
+    bad += [_not_finite(col) for col in floats]
     normalise = np.zeros(dt.shape, dtype=bool)
     q, n2 = quats.span, None
     if q.size:
@@ -444,19 +448,27 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
         else:
             q4 = q.reshape(-1, 4)
             n2 = np.einsum("ij,ij->i", q4, q4)  # as _unit_quats computes it, bit for bit
-            bad.append(quats.rows(np.flatnonzero(n2 == 0) * 4))
-            normalise[quats.rows(np.flatnonzero(np.abs(n2 - 1.0) > _QUAT_TOL) * 4)] = True
+            lo, hi = float(n2.min()), float(n2.max())
+            if not (lo > 0 and hi < math.inf):  # a zero norm, or NaN/inf in some component
+                bad.append(quats.rows(np.flatnonzero(~((n2 > 0) & (n2 < math.inf))) * 4))
+            if not (hi - 1.0 <= _QUAT_TOL and 1.0 - lo <= _QUAT_TOL):  # some are not unit
+                dev = n2 - 1.0
+                np.abs(dev, out=dev)
+                normalise[quats.rows(np.flatnonzero(dev > _QUAT_TOL) * 4)] = True
     # contacts: CSR consistency (as _contact_checks), index range, force finite and >= 0
     has = counts.valid
     cv = counts.span
-    total = np.concatenate([[0], np.cumsum(cv, dtype=np.int64)])
+    lo, hi = (int(cv.min()), int(cv.max())) if cv.size else (0, 0)
+    if lo < 0:
+        bad.append(counts.rows(np.flatnonzero(cv < 0)))
+    total = np.zeros(cv.size + 1,
+                     dtype=np.int32 if max(hi, -lo) * cv.size < 2**31 else np.int64)
+    np.cumsum(cv, out=total[1:])  # no overflow: bounded by the largest count x their number
     per_row = total[counts.offsets[1:] - counts.offsets[0]] - total[counts.offsets[:-1]
                                                                      - counts.offsets[0]]
     K = contact_a.sizes
     suspect |= has & ((counts.sizes != T) | ~contact_a.valid | ~contact_b.valid | ~force.valid
                       | (K != per_row) | (contact_b.sizes != K) | (force.sizes != K))
-    if cv.size and cv.min() < 0:
-        bad.append(counts.rows(np.flatnonzero(cv < 0)))
     for col in (contact_a, contact_b):
         idx = col.span
         if not idx.size:
@@ -470,7 +482,7 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
         bad.append(force.rows(np.flatnonzero(~(f >= 0) | ~(f < math.inf))))
     for rows in bad:
         suspect[rows] = True
-    return BatchCheck(suspect, normalise, n2)
+    return BatchCheck(suspect, normalise, n2, total)
 
 
 def check_episode(ep: Episode, *, source: str | None = None) -> Episode:
