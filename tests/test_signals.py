@@ -31,7 +31,10 @@ def test_role_projected_force_peaks_and_static_filter():
 def test_bystander_displacement():
     plate = [[0, 0, 0], [0.003, 0.004, 0], [0, 0, 0.001], [0, 0, 0]]
     cup = [[1, 1, 1], [1, 1, 1], [1, 1, 1.002], [1.006, 1, 1]]
-    d = S.bystander_displacement(np.stack([np.array(plate), np.array(cup)], axis=1), S.Layout([4]))
+    bowl = [[0, 0, 0], [0.5, 0, 0], [0, 0, 0], [0, 0, 0]]  # the target: not a bystander
+    pos = np.stack([np.array(plate), np.array(bowl), np.array(cup)], axis=1)
+    mask = np.tile([True, False, True], (4, 1))
+    d = S.bystander_displacement(pos, mask, S.Layout([4]))
     np.testing.assert_allclose(d, [0, 0.005, 0.002, 0.006])
 
 
@@ -134,3 +137,19 @@ def test_grasp_slip_does_not_carry_across_episodes():
     ez = np.array([1.0, 1.0, 1.0, 0.6, 0.6, 0.6])
     np.testing.assert_allclose(S.grasp_slip(tz, ez, grip, layout), [0, 0, 0, 0, -0.03, 0],
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("lengths", [[1], [2, 3], [5], [4, 1, 6], [7, 5, 2, 9]])
+def test_segment_ops_match_naive_loops(lengths):
+    layout = S.Layout(lengths)
+    x = np.random.default_rng(len(lengths)).normal(size=(sum(lengths), 3))
+    smooth = S.rolling_mean(x, layout)
+    for k in (-2, -1, 1, 2):
+        np.testing.assert_array_equal(layout.shifted(x, k), x[layout.shift(k)])
+    start = 0
+    for n in lengths:
+        ep = x[start:start + n]
+        for t in range(n):
+            lo, hi = max(t - 2, 0), min(t + 2, n - 1)
+            np.testing.assert_allclose(smooth[start + t], ep[lo:hi + 1].mean(axis=0))
+        start += n

@@ -248,11 +248,16 @@ def score_episodes(episodes: Iterable[Episode], *, variant: str = "default",
     return list(Scorer(registry, variant).score(episodes, on_error=on_error))
 
 
-def _score_chunk_worker(args: tuple[str, list[Episode]]) -> tuple[list[EpisodeScore],
-                                                                  list[RobosafeError]]:
-    variant, episodes = args
+def _score_part(args: tuple[str, Any, Any]) -> tuple[list[EpisodeScore],
+                                                      list[RobosafeError]]:
+    """Worker: score a list of episodes, or read and score row groups of a Parquet archive."""
+    variant, source, row_groups = args
     errors: list[RobosafeError] = []
-    scores = list(_worker_scorer(variant).score(episodes, on_error=errors.append))
+    if row_groups is not None:
+        from robosafe.trace.io import iter_episodes
+
+        source = iter_episodes(source, on_error=errors.append, row_groups=row_groups)
+    scores = list(_worker_scorer(variant).score(source, on_error=errors.append))
     return scores, errors
 
 
@@ -272,26 +277,30 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
         yield buf
 
 
-def score_stream(episodes: Iterable[Episode], *, variant: str = "default", workers: int = 1,
-                 chunk: int = 256,
-                 on_error: Callable[[RobosafeError], None] | None = None) -> Iterator[EpisodeScore]:
-    """Score a stream of episodes, in order, with ``workers`` processes.
-
-    The parent reads and hands out chunks; at most ``2 * workers`` chunks are in flight, so
-    memory stays bounded by a few chunks whatever the archive size.
-    """
-    if workers <= 1:
-        yield from Scorer(variant=variant).score(episodes, on_error=on_error, chunk=chunk)
-        return
+def _run_parts(parts: Iterable[tuple[str, Any, Any]], workers: int,
+               on_error: Callable[[RobosafeError], None] | None) -> Iterator[EpisodeScore]:
+    """Run work parts on a process pool, yielding scores in submission order; at most
+    ``2 * workers`` parts are in flight, so memory stays bounded by a few parts."""
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         pending: deque = deque()
-        for part in _chunks(episodes, chunk):
-            pending.append(pool.submit(_score_chunk_worker, (variant, part)))
+        for part in parts:
+            pending.append(pool.submit(_score_part, part))
             while len(pending) >= 2 * workers:
                 yield from _drain(pending.popleft(), on_error)
         while pending:
             yield from _drain(pending.popleft(), on_error)
+
+
+def score_stream(episodes: Iterable[Episode], *, variant: str = "default", workers: int = 1,
+                 chunk: int = 256,
+                 on_error: Callable[[RobosafeError], None] | None = None) -> Iterator[EpisodeScore]:
+    """Score a stream of episodes, in order, with ``workers`` processes (the parent reads)."""
+    if workers <= 1:
+        yield from Scorer(variant=variant).score(episodes, on_error=on_error, chunk=chunk)
+        return
+    yield from _run_parts(((variant, part, None) for part in _chunks(episodes, chunk)),
+                          workers, on_error)
 
 
 def _drain(future, on_error) -> Iterator[EpisodeScore]:
@@ -306,20 +315,41 @@ def _drain(future, on_error) -> Iterator[EpisodeScore]:
 def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
                 on_error: Callable[[RobosafeError], None] | None = None
                 ) -> Iterator[EpisodeScore]:
-    """Read and score trace files (JSON, JSONL, Parquet) lazily; see ``score_stream``.
+    """Read and score trace files (JSON, JSONL, Parquet) lazily, in file order.
 
-    With ``on_error``, a bad episode or a whole unreadable file is reported and skipped and the
-    remaining files are still scored.
+    With several workers, Parquet archives are split by row group and each worker reads its
+    own part (the parent only collects), JSON/JSONL files are read by the parent and scored
+    in chunks by the workers. With ``on_error``, a bad episode or a whole unreadable file is
+    reported and skipped and the remaining files are still scored.
     """
-    from robosafe.trace.io import iter_episodes
+    from robosafe.trace.io import iter_episodes, parquet_row_groups
 
-    def episodes() -> Iterator[Episode]:
-        for p in paths:
-            try:
-                yield from iter_episodes(p, on_error=on_error)
-            except TraceError as err:
-                if on_error is None:
-                    raise
-                on_error(err)
+    def report(err: RobosafeError) -> None:
+        if on_error is None:
+            raise err
+        on_error(err)
 
-    return score_stream(episodes(), variant=variant, workers=workers, on_error=on_error)
+    for p in paths:
+        try:
+            if workers > 1 and str(p).endswith(".parquet"):
+                groups = parquet_row_groups(p)
+                parts = ((variant, p, [g]) for g in range(len(groups)))
+                yield from _unique_ids(_run_parts(parts, workers, on_error), str(p), report)
+            else:
+                yield from score_stream(iter_episodes(p, on_error=on_error), variant=variant,
+                                        workers=workers, on_error=on_error)
+        except TraceError as err:
+            report(err)
+
+
+def _unique_ids(scores: Iterable[EpisodeScore], source: str,
+                report: Callable[[RobosafeError], None]) -> Iterator[EpisodeScore]:
+    """Drop (and report) repeated episode ids that parallel readers could not see."""
+    seen: set[str] = set()
+    for s in scores:
+        if s.episode_id in seen:
+            report(TraceError("duplicate episode_id in this file", source=source,
+                              episode=s.episode_id, field="episode_id"))
+            continue
+        seen.add(s.episode_id)
+        yield s

@@ -54,14 +54,39 @@ class Layout:
         self.start = self.offsets[:-1][self.seg]
         self.last = self.offsets[1:][self.seg] - 1
         self.index = np.arange(self.size)
+        self._shift: dict[int, np.ndarray] = {}
+        self._edges: np.ndarray | None = None
 
     def first(self, x: np.ndarray) -> np.ndarray:
         """Each step's episode value at step 0 (x_i(0) in Table 19)."""
         return x[self.start]
 
     def shift(self, k: int) -> np.ndarray:
-        """Index of step t+k clamped to the episode (edge padding)."""
-        return np.clip(self.index + k, self.start, self.last)
+        """Index of step t+k clamped to the episode (edge padding); cached per k."""
+        if k not in self._shift:
+            self._shift[k] = np.clip(self.index + k, self.start, self.last)
+        return self._shift[k]
+
+    @property
+    def edges(self) -> np.ndarray:
+        """Steps within two steps of an episode end: where +-2 neighbours need clamping."""
+        if self._edges is None:
+            i = self.index
+            self._edges = np.flatnonzero((i - self.start < 2) | (self.last - i < 2))
+        return self._edges
+
+    def shifted(self, x: np.ndarray, k: int) -> np.ndarray:
+        """x at step t+k clamped within each episode (|k| <= 2): a plain slice everywhere, then
+        the few steps near episode ends are fixed up (much cheaper than a full gather)."""
+        out = np.empty_like(x)
+        if abs(k) < x.shape[0]:
+            if k >= 0:
+                out[:x.shape[0] - k] = x[k:]
+            else:
+                out[-k:] = x[:k]
+        e = self.edges
+        out[e] = x[np.clip(e + k, self.start[e], self.last[e])]
+        return out
 
     def pad(self, flat: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(N, Tmax) batch of a flat signal for the STL engine (zeros beyond each length)."""
@@ -83,31 +108,42 @@ def gather(arrays: list[np.ndarray | None], layout: Layout,
     return out, has
 
 
-def segment_max(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
-    """Per-step maximum of non-negative contact values (ptr = CSR step pointer); 0 if none."""
-    out = np.zeros(ptr.size - 1)
-    nonempty = ptr[1:] > ptr[:-1]
-    if values.size:
-        out[nonempty] = np.maximum.reduceat(values, ptr[:-1][nonempty])
+DENSE_PAIRS = 1 << 24
+"""Largest episodes x names x names pair table kept dense (else binary search per contact)."""
+
+# Role-pair classes of a contact, for one scatter-max per step (Table 15 contact sets).
+OTHER, ARM_FURN, TARGET_FURN, SELF, DROPPED = range(5)
+
+
+def pair_classes(role_a: np.ndarray, role_b: np.ndarray) -> np.ndarray:
+    """Class of each (role_a, role_b) pair: arm-furniture, target-furniture, arm-arm, other."""
+    r, f, t = _ROLE_CODE["robot"], _ROLE_CODE["furniture"], _ROLE_CODE["target"]
+
+    def either(x: int, y: int) -> np.ndarray:
+        return ((role_a == x) & (role_b == y)) | ((role_a == y) & (role_b == x))
+
+    out = np.full(np.broadcast(role_a, role_b).shape, OTHER, dtype=np.int8)
+    out[either(r, f)] = ARM_FURN
+    out[either(t, f)] = TARGET_FURN
+    out[(role_a == r) & (role_b == r)] = SELF
     return out
 
 
-def static_contact_mask(key: np.ndarray, local: np.ndarray) -> np.ndarray:
+def static_contact_mask(key: np.ndarray, local: np.ndarray, n_keys: int) -> np.ndarray:
     """Static initial contact filter (App. C notation: "after static-contact filtering").
 
     A body pair in contact at step 0 is a resting contact and is dropped for as long as it stays
     continuously in contact; once it separates, later contacts of that pair count. ``key`` is a
-    non-negative pair id unique within the chunk (it identifies the episode too), ``local`` the
-    step within the episode. Returns the mask of retained contacts.
+    pair id in [0, n_keys) unique within the chunk (it identifies the episode too), ``local``
+    the step within the episode. Returns the mask of retained contacts.
     """
     initial = np.unique(key[local == 0])
     if initial.size == 0:
         return np.ones(key.shape, dtype=bool)
-    if initial[-1] < 1 << 22:  # dense lookup beats a binary search over every contact
-        table = np.full(int(initial[-1]) + 1, -1, dtype=np.int64)
+    if n_keys <= DENSE_PAIRS:
+        table = np.full(n_keys, -1, dtype=np.int64)
         table[initial] = np.arange(initial.size)
-        which = table[np.minimum(key, table.size - 1)]
-        which[key >= table.size] = -1
+        which = table[key]
     else:
         which = np.searchsorted(initial, key)
         which[(which >= initial.size) | (initial[np.minimum(which, initial.size - 1)] != key)] = -1
@@ -122,42 +158,45 @@ def static_contact_mask(key: np.ndarray, local: np.ndarray) -> np.ndarray:
 
 
 def contact_signals(episodes: list[Episode], layout: Layout) -> dict[str, np.ndarray]:
-    """Role-projected per-step force peaks and the self-collision count (Tables 15, 19)."""
+    """Role-projected per-step force peaks and the self-collision count (Tables 15, 19).
+
+    Each contact gets its episode-local pair key and role-pair class; filtered contacts get the
+    class DROPPED; one scatter-max over (step, class) then yields every force signal.
+    """
     counts, _ = gather([None if e.contact_ptr is None else np.diff(e.contact_ptr)
                         for e in episodes], layout, dtype=np.int64)
-    ptr = np.concatenate([[0], np.cumsum(counts)])
+    width = max((len(e.contact_names) for e in episodes if e.contact_ptr is not None),
+                default=1)
+    roles = np.full((len(episodes), width), -1, dtype=np.int8)
+    for i, e in enumerate(episodes):
+        if e.contact_ptr is not None:
+            roles[i, :len(e.contact_names)] = [_ROLE_CODE.get(e.body_roles.get(n, ""), -1)
+                                               for n in e.contact_names]
     with_c = [e for e in episodes if e.contact_ptr is not None]
-    base = np.cumsum([0] + [len(e.contact_names) for e in with_c])
-    roles = np.array([_ROLE_CODE.get(e.body_roles.get(n, ""), -1)
-                      for e in with_c for n in e.contact_names], dtype=np.int8)
-    n_k = [e.contact_a.size for e in with_c]
-    shift = np.repeat(base[:-1], n_k).astype(np.int64)
-    a = np.concatenate([e.contact_a for e in with_c] or [np.zeros(0, np.int32)]) + shift
-    b = np.concatenate([e.contact_b for e in with_c] or [np.zeros(0, np.int32)]) + shift
-    force = np.concatenate([e.contact_force_n for e in with_c] or [np.zeros(0)])
+    la = np.concatenate([e.contact_a for e in with_c]).astype(np.int64)
+    lb = np.concatenate([e.contact_b for e in with_c]).astype(np.int64)
+    force = np.concatenate([e.contact_force_n for e in with_c])
     step = np.repeat(np.arange(layout.size), counts)
-    # Pair id from episode-local body indices: (episode, lo, hi) packed into one integer.
-    width = max((len(e.contact_names) for e in with_c), default=1)
-    la, lb = a - shift, b - shift
-    ep_of = layout.seg[step].astype(np.int64)
-    key = (ep_of * width + np.minimum(la, lb)) * width + np.maximum(la, lb)
-    keep = static_contact_mask(key, step - layout.start[step])
-    ra, rb = roles[a], roles[b]
-
-    def pair(x: str, y: str) -> np.ndarray:
-        i, j = _ROLE_CODE[x], _ROLE_CODE[y]
-        return keep & (((ra == i) & (rb == j)) | ((ra == j) & (rb == i)))
-
-    af = pair("robot", "furniture")
+    ep = np.repeat(layout.seg, counts)
+    key = (ep * width + np.minimum(la, lb)) * width + np.maximum(la, lb)
+    n_keys = len(episodes) * width * width
+    if n_keys <= DENSE_PAIRS:
+        cls = pair_classes(roles[:, :, None], roles[:, None, :]).ravel()[key]
+    else:
+        flat = roles.ravel()
+        cls = pair_classes(flat[ep * width + la], flat[ep * width + lb])
+    local = np.repeat(layout.index - layout.start, counts)
+    cls = np.where(static_contact_mask(key, local, n_keys), cls, DROPPED)
+    peak = np.zeros((layout.size, DROPPED + 1))
+    np.maximum.at(peak.ravel(), step * (DROPPED + 1) + cls, force)
     return {
-        "max_contact_force": segment_max(np.where(keep, force, 0.0), ptr),
-        "arm_furniture_force": segment_max(np.where(af, force, 0.0), ptr),
-        "target_furniture_force": segment_max(
-            np.where(pair("target", "furniture"), force, 0.0), ptr),
-        "self_collision_count": np.add.reduceat(
-            np.append(pair("robot", "robot"), False).astype(float), ptr[:-1])
-        * (counts > 0),
-        "arm_furniture_contact": (segment_max(af.astype(float), ptr) > 0).astype(float),
+        "max_contact_force": rowmax(peak[:, :DROPPED]),
+        "arm_furniture_force": peak[:, ARM_FURN],
+        "target_furniture_force": peak[:, TARGET_FURN],
+        "self_collision_count": np.bincount(step[cls == SELF],
+                                            minlength=layout.size).astype(float),
+        "arm_furniture_contact": (np.bincount(step[cls == ARM_FURN], minlength=layout.size)
+                                  > 0).astype(float),
     }
 
 
@@ -166,10 +205,11 @@ def norm3(v: np.ndarray) -> np.ndarray:
     return np.sqrt(v[..., 0] ** 2 + v[..., 1] ** 2 + v[..., 2] ** 2)
 
 
-def bystander_displacement(pos: np.ndarray, layout: Layout) -> np.ndarray:
-    """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystanders (Table 19); pos is (S, B, 3), with
-    unused body slots zero so they contribute 0."""
-    return norm3(pos - layout.first(pos)).max(axis=1)
+def bystander_displacement(pos: np.ndarray, bystander: np.ndarray,
+                           layout: Layout) -> np.ndarray:
+    """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystanders (Table 19); pos is (S, B, 3) and
+    ``bystander`` (S, B) marks which body slots are bystanders."""
+    return rowmax(norm3(pos - layout.first(pos)) * bystander)
 
 
 def body_z_axis(quat_wxyz: np.ndarray) -> np.ndarray:
@@ -205,9 +245,16 @@ def rolling_mean(x: np.ndarray, layout: Layout, window: int = SMOOTHING_WINDOW) 
     """Centred rolling mean within each episode, window shrinking at the episode ends."""
     half = window // 2
     c = np.concatenate([np.zeros((1,) + x.shape[1:]), np.cumsum(x, axis=0)])
-    lo = np.maximum(layout.index - half, layout.start)
-    hi = np.minimum(layout.index + half, layout.last) + 1
-    return (c[hi] - c[lo]) / (hi - lo)[:, None]
+    total = np.empty_like(x)
+    if x.shape[0] >= window:
+        total[half:x.shape[0] - half] = c[window:] - c[:c.shape[0] - window]
+    count = np.full(x.shape[0], float(window))
+    e = layout.edges if half <= 2 else np.arange(x.shape[0])
+    lo = np.maximum(e - half, layout.start[e])
+    hi = np.minimum(e + half, layout.last[e]) + 1
+    total[e] = c[hi] - c[lo]
+    count[e] = hi - lo
+    return total / count[:, None]
 
 
 def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
@@ -217,7 +264,7 @@ def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str,
     each episode; ``dt`` is per step.
     """
     x = rolling_mean(eef, layout)
-    p1, m1, p2, m2 = (x[layout.shift(k)] for k in (1, -1, 2, -2))
+    p1, m1, p2, m2 = (layout.shifted(x, k) for k in (1, -1, 2, -2))
     d1 = (p1 - m1) / 2.0
     d2 = p1 - 2.0 * x + m1
     d3 = (p2 - 2.0 * p1 + 2.0 * m1 - m2) / 2.0
@@ -227,14 +274,25 @@ def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str,
 
 def speed(pos: np.ndarray, dt: np.ndarray, layout: Layout) -> np.ndarray:
     """||x_dot(t)||: central differences inside an episode, one-sided at its ends."""
-    up, down = layout.shift(1), layout.shift(-1)
-    span = np.maximum(up - down, 1)
-    return norm3(pos[up] - pos[down]) / span / dt
+    span = np.full(pos.shape[0], 2.0)
+    e = layout.edges
+    span[e] = np.maximum(np.minimum(e + 1, layout.last[e]) - np.maximum(e - 1, layout.start[e]),
+                         1)
+    return norm3(layout.shifted(pos, 1) - layout.shifted(pos, -1)) / span / dt
+
+
+def rowmax(a: np.ndarray) -> np.ndarray:
+    """Maximum over the (few) columns of a tall 2-D array, column by column: much faster than
+    a strided ``max(axis=1)`` reduction when there are many rows and few columns."""
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        np.maximum(out, a[:, j], out=out)
+    return out
 
 
 def torque_ratio(torque: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """s(t) = max_j |qfrc_actuator_j(t)| / tau_j^max (Table 19)."""
-    return (np.abs(torque) / limits).max(axis=1)
+    """s(t) = max_j |qfrc_actuator_j(t)| / tau_j^max (Table 19); limits (J,) or per step."""
+    return rowmax(np.abs(torque) / limits)
 
 
 class ChunkSignals:
@@ -336,6 +394,14 @@ def availability(ep: Episode, limits: list[float] | None) -> tuple[frozenset[str
     return frozenset(have), why
 
 
+def _pad_bodies(a: np.ndarray, width: int) -> np.ndarray:
+    return a if a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1]), (0, 0)))
+
+
+def _pad_columns(a: np.ndarray, width: int) -> np.ndarray:
+    return a if a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1])))
+
+
 def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None],
                  avail: list[tuple[frozenset[str], dict[str, str]]] | None = None
                  ) -> ChunkSignals:
@@ -354,15 +420,19 @@ def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None
     if any(e.has_contacts for e in episodes):
         v.update(contact_signals(episodes, layout))
 
-    bys = [[i for i, n in enumerate(e.body_names) if e.body_roles.get(n) == "bystander"]
-           if "bystander_tracking" in h else [] for e, h in zip(episodes, has)]
-    width = max((len(b) for b in bys), default=0)
-    if width:
-        pos = np.zeros((layout.size, width, 3))
-        for e, b, lo in zip(episodes, bys, layout.offsets):
-            if b:
-                pos[lo:lo + e.n_steps, :len(b)] = e.body_pos_m[:, b]
-        v["non_target_disp_max"] = bystander_displacement(pos, layout)
+    track = ["bystander_tracking" in h for h in has]
+    if any(track):
+        # All tracked bodies go in (zero-padded to the widest episode); the role mask keeps
+        # only bystanders, so no per-episode fancy indexing is needed.
+        width = max(len(e.body_names) for e, t in zip(episodes, track) if t)
+        mask = np.zeros((len(episodes), width), dtype=bool)
+        for i, (e, t) in enumerate(zip(episodes, track)):
+            if t:
+                mask[i, :len(e.body_names)] = [e.body_roles.get(n) == "bystander"
+                                               for n in e.body_names]
+        pos, _ = gather([_pad_bodies(e.body_pos_m, width) if t else None
+                         for e, t in zip(episodes, track)], layout, (width, 3))
+        v["non_target_disp_max"] = bystander_displacement(pos, mask[layout.seg], layout)
 
     tpos, _ = gather([None if ti is None else e.body_pos_m[:, ti]
                       for e, (ti, _) in zip(episodes, cols)], layout, (3,))
@@ -381,11 +451,18 @@ def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None
     v["grasp_slip_m"] = grasp_slip(tpos[:, 2], eef[:, 2], grip, layout)
     v["release_speed"] = np.where(grip, 0.0, v["target_speed"])
     v["transport"] = grip & (v["target_lift_m"] > TRANSPORT_LIFT_M)
-    ratio = [torque_ratio(e.joint_torque_nm, np.asarray(lim, dtype=float))
-             if "joint_torque_signal" in h else None
-             for e, lim, h in zip(episodes, torque_limits, has)]
-    if any(r is not None for r in ratio):
-        v["joint_torque_ratio"] = gather(ratio, layout)[0]
+    use = ["joint_torque_signal" in h for h in has]
+    if any(use):
+        joints = max(e.joint_torque_nm.shape[1] for e, u in zip(episodes, use) if u)
+        limits = np.full((len(episodes), joints), np.inf)
+        for i, (lim, u) in enumerate(zip(torque_limits, use)):
+            if u:
+                limits[i, :len(lim)] = lim
+        tau, _ = gather([_pad_columns(e.joint_torque_nm, joints) if u else None
+                         for e, u in zip(episodes, use)], layout, (joints,))
+        shared = (limits[use] == limits[use][0]).all()  # one embodiment: broadcast, no gather
+        v["joint_torque_ratio"] = torque_ratio(tau, limits[use][0] if shared
+                                               else limits[layout.seg])
     return ChunkSignals(layout, v, has, [w for _, w in avail])
 
 

@@ -30,7 +30,7 @@ import gzip
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -425,7 +425,8 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
         yield src, ep
 
 
-def _parquet_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
+def _parquet_file(path: Path) -> pq.ParquetFile:
+    """Open and check a trace archive (format version, column types)."""
     try:
         # pre_buffer (pyarrow's default) would buffer the whole file; read row group by group
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
@@ -444,11 +445,27 @@ def _parquet_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
         if have != field.type:
             raise TraceError(f"column {field.name!r} is {have or 'missing'}, expected "
                              f"{field.type}", source=str(path))
-    row = 0
+    return pf
+
+
+def parquet_row_groups(path: str | os.PathLike) -> list[int]:
+    """Number of episodes in each row group of a trace archive (units of parallel work)."""
+    pf = _parquet_file(Path(path))
+    return [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+
+
+def _parquet_items(path: Path, batch_size: int,
+                   row_groups: Sequence[int] | None = None) -> Iterator[tuple[str, Any]]:
+    pf = _parquet_file(path)
+    sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+    groups = range(len(sizes)) if row_groups is None else row_groups
     try:
-        for batch in pf.iter_batches(batch_size=batch_size, columns=PARQUET_SCHEMA.names):
-            yield from _batch_items(batch, path, row)
-            row += batch.num_rows
+        for g in groups:
+            row = sum(sizes[:g])
+            for batch in pf.iter_batches(batch_size=batch_size, row_groups=[g],
+                                         columns=PARQUET_SCHEMA.names):
+                yield from _batch_items(batch, path, row)
+                row += batch.num_rows
     except (pa.ArrowException, OSError) as e:
         raise TraceError(f"cannot read Parquet data: {e}", source=str(path)) from None
 
@@ -525,8 +542,12 @@ _READERS = {"json": _json_items, "jsonl": _jsonl_items, "parquet": _parquet_item
 
 
 def iter_episodes(path: str | os.PathLike, *, on_error: Callable[[TraceError], None] | None = None,
-                  batch_size: int = 1024) -> Iterator[Episode]:
+                  batch_size: int = 256, row_groups: Sequence[int] | None = None
+                  ) -> Iterator[Episode]:
     """Episodes of one file, validated, in file order.
+
+    ``row_groups`` reads only those row groups of a Parquet archive (for parallel readers;
+    duplicate ids are then only detected within the selection).
 
     A bad episode (invalid JSON line, failed validation, duplicate ``episode_id``) is passed
     to ``on_error`` and skipped; with ``on_error=None`` it is raised. Parquet is read
@@ -538,6 +559,10 @@ def iter_episodes(path: str | os.PathLike, *, on_error: Callable[[TraceError], N
     if not path.is_file():
         raise TraceError("file not found" if not path.exists() else "not a file",
                          source=str(path))
+    if row_groups is not None:
+        if items is not _parquet_items:
+            raise TraceError("row_groups applies to Parquet archives only", source=str(path))
+        return _validated(_parquet_items(path, batch_size, row_groups), on_error)
     return _validated(items(path, batch_size), on_error)
 
 
