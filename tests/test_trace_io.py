@@ -697,3 +697,30 @@ def test_arrow_values_are_writable_numpy_and_respect_offsets():
     assert trace_io._values(pa.array([True, False, True]).slice(1)).tolist() == [False, True]
     assert trace_io._values(pa.array(["a", "b", "c"]).slice(1)) == ["b", "c"]
     assert trace_io._values(pa.array([], pa.int32())).shape == (0,)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_wrong_units_are_named(tmp_path, suffix):
+    """Millimetres for metres and milliseconds for seconds get one clear error each."""
+    from robosafe.trace.synthetic import PROFILES, synthesize_episode
+
+    def ep(i):
+        return synthesize_episode(np.random.default_rng(i), benchmark="libero-spatial",
+                                  task_id="task_0", episode_id=f"e{i}",
+                                  profile=PROFILES["steady-policy"], n_steps=20)
+
+    good, mm, ms = ep(0), ep(1), ep(2)
+    mm.body_pos_m = mm.body_pos_m * 1000.0
+    ms.dt = 50.0
+    path = tmp_path / f"units{suffix}"
+    # written unvalidated: the writer itself refuses bad episodes
+    if suffix == ".jsonl":
+        path.write_text("\n".join(json.dumps(episode_to_record(e)) for e in (good, mm, ms)))
+    else:
+        pq.write_table(pa.Table.from_batches([trace_io._batch_table([good, mm, ms])]), path)
+    errors = []
+    eps = list(trace_io.iter_episodes(path, on_error=errors.append))
+    assert [e.episode_id for e in eps] == ["e0"]
+    msgs = sorted(str(e) for e in errors)
+    assert "body_pos_m" in msgs[0] and "millimetres given?" in msgs[0]
+    assert "dt: 50" in msgs[1] and "milliseconds given?" in msgs[1]

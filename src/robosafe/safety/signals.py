@@ -254,7 +254,7 @@ def rolling_mean(x: np.ndarray, layout: Layout, window: int = SMOOTHING_WINDOW) 
     hi = np.minimum(e + half, layout.last[e]) + 1
     total[e] = c[hi] - c[lo]
     count[e] = hi - lo
-    return total / count[:, None]
+    return total / count.reshape((-1,) + (1,) * (x.ndim - 1))
 
 
 def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
@@ -263,13 +263,15 @@ def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str,
     Central differences Delta_n of the 5-step rolling mean (App. C.3), with edge padding within
     each episode; ``dt`` is per step.
     """
-    x = rolling_mean(eef, layout)
-    p1, m1, p2, m2 = (layout.shifted(x, k) for k in (1, -1, 2, -2))
-    d1 = (p1 - m1) / 2.0
-    d2 = p1 - 2.0 * x + m1
-    d3 = (p2 - 2.0 * p1 + 2.0 * m1 - m2) / 2.0
-    return {"eef_speed": norm3(d1) / dt, "eef_acc": norm3(d2) / dt**2,
-            "eef_jerk": norm3(d3) / dt**3}
+    sq = np.zeros((3, eef.shape[0]))  # squared norms of Delta_1..3, one axis at a time
+    for axis in range(3):  # contiguous 1-D columns are much faster than strided (S, 3) math
+        x = rolling_mean(np.ascontiguousarray(eef[:, axis]), layout)
+        p1, m1, p2, m2 = (layout.shifted(x, k) for k in (1, -1, 2, -2))
+        sq[0] += ((p1 - m1) / 2.0) ** 2
+        sq[1] += (p1 - 2.0 * x + m1) ** 2
+        sq[2] += ((p2 - m2) / 2.0 - p1 + m1) ** 2
+    return {"eef_speed": np.sqrt(sq[0]) / dt, "eef_acc": np.sqrt(sq[1]) / dt**2,
+            "eef_jerk": np.sqrt(sq[2]) / dt**3}
 
 
 def speed(pos: np.ndarray, dt: np.ndarray, layout: Layout) -> np.ndarray:
@@ -278,7 +280,11 @@ def speed(pos: np.ndarray, dt: np.ndarray, layout: Layout) -> np.ndarray:
     e = layout.edges
     span[e] = np.maximum(np.minimum(e + 1, layout.last[e]) - np.maximum(e - 1, layout.start[e]),
                          1)
-    return norm3(layout.shifted(pos, 1) - layout.shifted(pos, -1)) / span / dt
+    sq = np.zeros(pos.shape[0])
+    for axis in range(3):
+        x = np.ascontiguousarray(pos[:, axis])
+        sq += (layout.shifted(x, 1) - layout.shifted(x, -1)) ** 2
+    return np.sqrt(sq) / span / dt
 
 
 def rowmax(a: np.ndarray) -> np.ndarray:

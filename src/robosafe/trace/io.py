@@ -265,6 +265,7 @@ def _suspects(batch: pa.RecordBatch, ls: dict[str, tuple]) -> BatchCheck:
     check = suspect_rows(
         dt=scalar("dt").astype(np.float64), t=_flat(ls, "t"),
         floats=[_flat(ls, k) for k in ("eef_pos_m", "body_pos_m", "joint_torque_nm", "cost")],
+        positions=[_flat(ls, k) for k in ("eef_pos_m", "body_pos_m")],
         quats=_flat(ls, "body_quat_wxyz"), counts=_flat(ls, "contact_count"),
         contact_a=_flat(ls, "contact_a"), contact_b=_flat(ls, "contact_b"),
         force=_flat(ls, "contact_force_n"), n_contact_names=sizes("contact_names"))

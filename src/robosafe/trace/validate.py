@@ -261,12 +261,22 @@ def _first_bad(mask: np.ndarray) -> tuple[int, ...] | None:
     return None if not mask.any() else tuple(int(i) for i in np.argwhere(mask)[0])
 
 
+MAX_DT_S = 2.0
+"""Longest plausible control step; a larger dt is almost always milliseconds given as seconds."""
+MAX_POS_M = 100.0
+"""Largest plausible |coordinate| of a manipulation scene; beyond it, millimetres were given."""
+_POSITIONS = ("eef_pos_m", "body_pos_m")
+
+
 def _value_checks(ep: Episode) -> np.ndarray | None:
     """Raise _Bad for the first shape or value problem of ``ep``'s arrays; returns
     normalised quaternions when they need replacing."""
     if not isinstance(ep.dt, (int, float)) or isinstance(ep.dt, bool) or not (
             math.isfinite(ep.dt) and ep.dt > 0):
         raise _Bad("dt", f"must be a positive number, got {_show(ep.dt)}")
+    if ep.dt > MAX_DT_S:
+        raise _Bad("dt", f"{_show(ep.dt)} s per step is implausible: dt is in seconds "
+                   "(milliseconds given?)")
     for body, role in ep.body_roles.items():
         if role not in ROLES:
             raise _Bad(f"body_roles.{body}",
@@ -304,6 +314,11 @@ def _value_checks(ep: Episode) -> np.ndarray | None:
             where = _first_bad(~finite)
             f = f"steps[{where[0]}].{k}" + (f".{names[k][where[1]]}" if k in names else "")
             raise _Bad(f, f"value {_show(float(a[where]))} is not finite")
+        if k in _POSITIONS and a.size and np.abs(a).max() > MAX_POS_M:
+            where = _first_bad(np.abs(a) > MAX_POS_M)
+            f = f"steps[{where[0]}].{k}" + (f".{names[k][where[1]]}" if k in names else "")
+            raise _Bad(f, f"{_show(float(a[where]))} m is implausible: positions are in "
+                       "metres (millimetres given?)")
     for k, seq in (("body_pos_m", ep.body_names), ("body_quat_wxyz", ep.quat_names),
                    ("contacts", ep.contact_names)):
         if len(set(seq)) != len(seq):
@@ -414,13 +429,15 @@ def _not_finite(col: Flat) -> np.ndarray:
     return col.rows(np.flatnonzero(~np.isfinite(span)))
 
 
-def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
+def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list[Flat],
+                 quats: Flat,
                  counts: Flat, contact_a: Flat, contact_b: Flat, force: Flat,
                  n_contact_names: np.ndarray) -> BatchCheck:
     """Value checks of :func:`check_episode` on a batch of ``n`` rows at once.
 
     ``dt`` (n,) float (NaN for null); ``t`` the step indices; ``floats`` the float families
-    that must be finite (arrays of any shape, flattened); ``quats`` the flat wxyz quaternions
+    that must be finite (arrays of any shape, flattened); ``positions`` those that must also be
+    within +-MAX_POS_M; ``quats`` the flat wxyz quaternions
     (finite, non-zero; the rows with some non-unit quaternion are returned);
     ``counts`` the contacts per step (a row's contacts are checked when its counts are valid);
     ``contact_a``/``contact_b``/``force`` the flat contacts, ``n_contact_names`` (n,) the number
@@ -428,7 +445,7 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
     rules (:func:`roles_ok`), name uniqueness (:func:`names_ok`), contact bodies having a role,
     and array shapes beyond the contact arrays' consistency.
     """
-    suspect = ~(dt > 0) | ~(dt < math.inf)
+    suspect = ~(dt > 0) | ~(dt <= MAX_DT_S)
     bad: list[np.ndarray] = []
     T = t.sizes
     suspect |= ~t.valid | (T == 0)
@@ -440,6 +457,10 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], quats: Flat,
         if not step.all():
             bad.append(t.rows(np.flatnonzero(~step) + 1))
     bad += [_not_finite(col) for col in floats]
+    for col in positions:
+        span = col.span
+        if span.size and not np.abs(span).max() <= MAX_POS_M:
+            bad.append(col.rows(np.flatnonzero(np.abs(span) > MAX_POS_M)))
     normalise = np.zeros(dt.shape, dtype=bool)
     q, n2 = quats.span, None
     if q.size:
