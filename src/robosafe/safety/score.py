@@ -25,7 +25,7 @@ from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
 from robosafe.safety.signals import ChunkSignals, availability, derive_chunk
 from robosafe.trace.episode import Episode
 
-CHUNK = 1024
+CHUNK = 256
 OUTCOME_META = ("episode_idx", "checkpoint_ref")
 
 
