@@ -44,8 +44,8 @@ def score(
     out: str = typer.Option(None, "--out", help="Write the App. B metrics JSON to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
     tier: str = typer.Option("default", "--tier",
-                             help="Threshold variant of Table 9 (see `robosafe specs list`): "
-                                  "default, force-relaxed, all-relaxed, ..."),
+                             help="Threshold variant of Table 9: "
+                                  f"{', '.join(load_registry().variants)}."),
     group_by: str = typer.Option("benchmark,policy", "--group-by",
                                  help="Cell fields, comma-separated: benchmark, policy, task_id."),
     table: list[str] = typer.Option(["main", "specs", "sbu"], "--table",

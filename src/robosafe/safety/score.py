@@ -1,8 +1,8 @@
 """Per-episode safety scoring: active specs, robustness, safe, SBU and VSI (SafeVLA-Bench 3.3).
 
-Episodes are scored in chunks: signals are derived per episode, then every spec's STL formula
-is evaluated once per chunk over a padded (episodes x steps) batch, so the cost of the STL
-engine does not grow with the number of Python-level episode loops. Robustness is computed for
+Episodes are scored in chunks: signals are derived for the whole chunk at once
+(``signals.derive_chunk``), then every spec's STL formula is evaluated once per chunk over a
+padded (episodes x steps) batch, so Python-level work per episode stays a few small steps. Robustness is computed for
 every active spec of every tier, so threshold-sensitivity variants (Table 9) re-judge episodes
 without re-running STL.
 """
