@@ -1,0 +1,63 @@
+"""`robosafe stats` and `robosafe audit` commands as real processes."""
+
+import json
+
+import numpy as np
+import pytest
+from statsmodels.stats.proportion import confint_proportions_2indep
+from test_cli import run
+
+
+def test_stats_wilson_and_newcombe():
+    out = json.loads(run("stats", "wilson", "167", "200", "--json").stdout)
+    assert [round(100 * x, 1) for x in out["ci"]] == [77.7, 88.0]  # SafeVLA-Bench Table 12
+    out = json.loads(run("stats", "newcombe", "167", "200", "150", "200", "--json").stdout)
+    lo, hi = confint_proportions_2indep(167, 200, 150, 200, method="newcomb", compare="diff")
+    assert out["ci"] == pytest.approx([lo, hi])
+    assert out["difference"] == pytest.approx(0.085)
+
+
+@pytest.mark.parametrize("args,msg", [(("wilson", "5", "3"), "outside 0..3"),
+                                      (("wilson", "1", "0"), "at least 1"),
+                                      (("newcombe", "1", "2", "3", "2"), "second run"),
+                                      (("wilson", "1", "2", "--confidence", "1.5"), "confidence")])
+def test_stats_bad_counts_exit_2(args, msg):
+    proc = run("stats", *args)
+    assert proc.returncode == 2 and msg in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def write_outcomes(path, successes, suite="libero-goal"):
+    rows = ["suite,task_id,instance_id,success"]
+    rows += [f"{suite},task_{i % 2},inst_{i},{s}" for i, s in enumerate(successes)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_audit_drift(tmp_path):
+    cal, alt = tmp_path / "cal.csv", tmp_path / "alt.csv"
+    write_outcomes(cal, [1] * 18 + [0] * 2)
+    write_outcomes(alt, [1] * 12 + [0] * 8)
+    data = json.loads(run("audit", "drift", str(cal), str(alt), "--json").stdout)
+    overall = data["overall"]
+    assert overall["drop"] == pytest.approx(0.9 - 0.6)
+    lo, hi = confint_proportions_2indep(18, 20, 12, 20, method="newcomb", compare="diff")
+    assert overall["drop_ci"] == pytest.approx([lo, hi])
+    (tmp_path / "bad.csv").write_text("suite,task_id\nx,y\n")
+    proc = run("audit", "drift", str(cal), str(tmp_path / "bad.csv"))
+    assert proc.returncode == 2 and "bad.csv" in proc.stderr
+
+
+def test_audit_diff(tmp_path):
+    state = np.cumsum(np.ones((10, 3)), axis=0)
+    other = state.copy()
+    other[6:, 1] += 1e-3
+    np.savez(tmp_path / "a.npz", state=state, action=np.zeros((10, 2)))
+    np.savez(tmp_path / "b.npz", state=other, action=np.zeros((10, 2)))
+    proc = run("audit", "diff", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--json")
+    assert proc.returncode == 1
+    chans = {c["name"]: c for c in json.loads(proc.stdout)["channels"]}
+    assert chans["state"]["first_diff_step"] == 6
+    assert chans["state"]["max_distance"] == pytest.approx(1e-3)
+    assert chans["action"]["first_diff_step"] is None
+    same = run("audit", "diff", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"))
+    assert same.returncode == 0 and "identical" in same.stdout
