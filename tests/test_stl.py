@@ -368,3 +368,21 @@ def test_random_formulas_match_rtamt():
         _assert_same(ours[times], [expected[t] for t in times], msg=text)
         compared += len(times)
     assert compared > 500
+
+
+@pytest.mark.parametrize("text", ["G[0,T](x < 0.5)", "G(b -> y > -0.2)", "F[0,T](x > 1 & !b)",
+                                  "G[0,T](x < 1 or y < 0)", "G[0,3](x < 1)", "F[1,T](y > 0)",
+                                  "G(F[0,2](x > 0))"])
+def test_episode_robustness_on_flat_layout_matches_padded(text):
+    rng = np.random.default_rng(7)
+    lengths = np.array([1, 5, 3, 9, 2])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    flat = {"x": rng.normal(size=offsets[-1]), "y": rng.normal(size=offsets[-1]),
+            "b": rng.random(offsets[-1]) < 0.5}
+    padded = {k: np.zeros((5, 9), dtype=v.dtype) for k, v in flat.items()}
+    for i, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
+        for k, v in flat.items():
+            padded[k][i, :hi - lo] = v[lo:hi]
+    f = parse(text)
+    np.testing.assert_array_equal(f.episode_robustness(flat, offsets),
+                                  f.robustness(padded, lengths)[:, 0])

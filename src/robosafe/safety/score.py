@@ -9,7 +9,6 @@ without re-running STL.
 
 from __future__ import annotations
 
-import math
 import multiprocessing as mp
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -125,12 +124,6 @@ def rejudge(score: EpisodeScore, specs: list[Spec]) -> EpisodeScore:
                    depths=depths)
 
 
-def _report_value(spec: Spec, rho: float) -> float:
-    """A gated clause that never fires is vacuously true (+inf robustness); report it as the
-    margin of an idle signal, |threshold|, so every robustness in the output is finite."""
-    return abs(spec.threshold) if math.isinf(rho) and rho > 0 else float(rho)
-
-
 @dataclass
 class _Prepared:
     episode: Episode
@@ -192,18 +185,16 @@ class Scorer:
         for i, p in enumerate(prepared):
             for s in p.active:
                 by_spec.setdefault(s.spec_id, []).append(i)
-        padded: dict[str, np.ndarray] = {}
-        lengths = chunk.layout.lengths
+        offsets = chunk.layout.offsets
         for sid, rows in by_spec.items():
             spec = self.registry.specs[sid]
-            batch = {}
-            for name in spec.formula.signals:
-                if name not in padded:
-                    padded[name] = chunk.layout.pad(chunk.values[name])
-                batch[name] = padded[name][rows]
-            values = spec.formula.robustness(batch, lengths[rows])[:, 0]
+            # Evaluated for every episode of the chunk (cheaper than selecting rows first).
+            values = spec.formula.episode_robustness(chunk.values, offsets)[rows]
+            # A gated clause that never fires is vacuously true (+inf); it is reported as the
+            # margin of an idle signal, |threshold|, so every output robustness is finite.
+            values[np.isposinf(values)] = abs(spec.threshold)
             for r, val in zip(rows, values.tolist()):
-                rho[r][sid] = _report_value(spec, val)
+                rho[r][sid] = val
         out = []
         safe_ids = tuple(s.spec_id for s in self.safe_set)
         for p, r in zip(prepared, rho):

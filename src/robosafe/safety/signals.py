@@ -88,13 +88,6 @@ class Layout:
         out[e] = x[np.clip(e + k, self.start[e], self.last[e])]
         return out
 
-    def pad(self, flat: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """(N, Tmax) batch of a flat signal for the STL engine (zeros beyond each length)."""
-        width = int(self.lengths.max()) if self.lengths.size else 0
-        out = np.zeros(self.lengths.size * width, dtype=flat.dtype)
-        out[self.seg * width + (self.index - self.start)] = flat
-        out = out.reshape(self.lengths.size, width)
-        return out if rows is None else out[rows]
 
 
 def gather(arrays: list[np.ndarray | None], layout: Layout,

@@ -105,16 +105,25 @@ class Eventually:
 Node = Const | Atom | Pred | Not | And | Or | Implies | Always | Eventually
 
 
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, (Const, Atom, Pred)):
+        return ()
+    if isinstance(node, (And, Or)):
+        return node.args
+    return (node.lhs, node.rhs) if isinstance(node, Implies) else (node.arg,)
+
+
+def _has_temporal(node: Node) -> bool:
+    return isinstance(node, (Always, Eventually)) or any(_has_temporal(c)
+                                                         for c in _children(node))
+
+
 def _signal_names(node: Node) -> set[str]:
     if isinstance(node, Atom):
         return {node.name}
     if isinstance(node, Pred):
         return {s for s in (node.lhs, node.rhs) if isinstance(s, str)}
-    if isinstance(node, Const):
-        return set()
-    children = node.args if isinstance(node, (And, Or)) else (
-        (node.lhs, node.rhs) if isinstance(node, Implies) else (node.arg,))
-    return set().union(*(_signal_names(c) for c in children))
+    return set().union(*(_signal_names(c) for c in _children(node)))
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,36 @@ class Formula:
 
     def __str__(self) -> str:
         return self.text
+
+    def episode_robustness(self, signals: Mapping[str, np.ndarray],
+                           offsets: np.ndarray) -> np.ndarray:
+        """Robustness at step 0 of every episode of a flat step layout (episode i owns steps
+        ``offsets[i]:offsets[i+1]`` of each 1-D signal); returns shape (N,).
+
+        The registry's clauses are ``G[0,T] phi`` with a temporal-free ``phi``: then ``phi`` is
+        evaluated elementwise on the flat arrays and reduced per episode, with no padding. Any
+        other formula is evaluated on a padded (N, T) batch.
+        """
+        offsets = np.asarray(offsets, dtype=np.int64)
+        lengths = np.diff(offsets)
+        root = self.root
+        if (isinstance(root, (Always, Eventually)) and root.lo == 0 and root.hi is None
+                and not _has_temporal(root.arg) and np.all(lengths > 0)):
+            inner = Formula(self.text, root.arg)
+            step = _evaluate(inner, {k: signals[k] for k in inner.signals}, None)
+            ufunc = np.minimum if isinstance(root, Always) else np.maximum
+            return ufunc.reduceat(step, offsets[:-1]) if lengths.size else step[:0]
+        width = int(lengths.max()) if lengths.size else 0
+        seg = np.repeat(np.arange(lengths.size), lengths)
+        local = np.arange(int(offsets[-1])) - offsets[:-1][seg]
+        batch = {}
+        for k in self.signals:
+            flat = np.asarray(signals[k])
+            padded = np.zeros((lengths.size, width), dtype=flat.dtype)
+            padded[seg, local] = flat
+            batch[k] = padded
+        return self.robustness(batch, lengths)[:, 0] if width else np.full(lengths.size,
+                                                                             math.inf)
 
     def robustness(self, signals: Mapping[str, np.ndarray],
                    lengths: np.ndarray | None = None) -> np.ndarray:
