@@ -89,7 +89,6 @@ class Layout:
         return out
 
 
-
 def gather(arrays: list[np.ndarray | None], layout: Layout,
            tail: tuple[int, ...] = (), dtype=float) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate per-episode (T_i, *tail) arrays into the flat layout; missing -> zeros."""
