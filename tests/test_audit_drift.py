@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from robosafe.audit.drift import creeping_drift, outcome_table, read_outcome_csv
+from robosafe.audit.drift import creeping_drift
 from robosafe.errors import RobosafeError
 from robosafe.stats.intervals import (
     newcombe_interval,
     paired_wald_interval,
     two_sample_wald_interval,
 )
+from robosafe.stats.outcomes import outcome_table, read_outcome_csv
 
 COLS = ["suite", "task_id", "task_name", "episode_idx", "instance_id", "policy_name",
         "checkpoint_ref", "seed", "success", "num_env_steps", "error_type"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -380,7 +381,7 @@ def test_episode_robustness_on_flat_layout_matches_padded(text):
     flat = {"x": rng.normal(size=offsets[-1]), "y": rng.normal(size=offsets[-1]),
             "b": rng.random(offsets[-1]) < 0.5}
     padded = {k: np.zeros((5, 9), dtype=v.dtype) for k, v in flat.items()}
-    for i, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
+    for i, (lo, hi) in enumerate(itertools.pairwise(offsets)):
         for k, v in flat.items():
             padded[k][i, :hi - lo] = v[lo:hi]
     f = parse(text)

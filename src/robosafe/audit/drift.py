@@ -16,8 +16,6 @@ score; otherwise ``success`` (0/1) is the outcome.
 
 from __future__ import annotations
 
-import csv
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,33 +30,14 @@ from robosafe.stats.intervals import (
     paired_wald_interval,
     two_sample_wald_interval,
 )
+from robosafe.stats.outcomes import (
+    Outcome,
+    OutcomeTable,
+    as_outcome_table,
+    pair_outcomes,
+)
 
-KEY = ("suite", "task_id", "instance_id")
-REQUIRED = KEY  # plus "success" or "score"
 OVERALL = "overall"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One parsed outcome row: join key, episode index (may be empty) and the outcome value."""
-
-    suite: str
-    task_id: str
-    instance_id: str
-    episode_idx: str
-    value: float
-    where: str  # "file:line" or "source[i]", for error messages
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.suite, self.task_id, self.instance_id)
-
-
-@dataclass(frozen=True)
-class OutcomeTable:
-    source: str
-    metric: str  # "success" (0/1) or "score" (bounded)
-    rows: tuple[Outcome, ...]
 
 
 @dataclass(frozen=True)
@@ -108,140 +87,11 @@ class DriftReport:
                 "suites": [r.to_dict() for r in self.suites], "overall": self.overall.to_dict()}
 
 
-def _text(v: Any) -> str:
-    return "" if v is None else str(v).strip()
-
-
-def _parse_value(raw: Any, metric: str, where: str) -> float:
-    if isinstance(raw, bool):
-        raw = int(raw)
-    text = _text(raw)
-    # Accept Python's str(bool) too: tables written by hand or by pandas often hold it.
-    if metric == "success" and text.lower() in ("true", "false"):
-        return float(text.lower() == "true")
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if (metric == "score" and math.isfinite(v)) or (metric == "success" and v in (0.0, 1.0)):
-        return v
-    want = "0 or 1" if metric == "success" else "a finite number"
-    got = repr(text) if text else "an empty value"
-    raise RobosafeError(f"{where}: column {metric!r}: expected {want}, got {got}")
-
-
-def _build(records: Iterable[tuple[str, Mapping[str, Any]]], columns: Iterable[str],
-           source: str, header_where: str) -> OutcomeTable:
-    columns = set(columns)
-    metric = "score" if "score" in columns else "success"
-    for col in (*REQUIRED, metric):
-        if col not in columns:
-            raise RobosafeError(f"{header_where}: missing column {col!r} "
-                                f"(need {', '.join(REQUIRED)} and success or score)")
-    rows: list[Outcome] = []
-    seen: dict[tuple[str, ...], str] = {}
-    for where, rec in records:
-        row = Outcome(*(_text(rec.get(c)) for c in KEY), _text(rec.get("episode_idx")),
-                      _parse_value(rec.get(metric), metric, where), where)
-        for col, val in zip(KEY, row.key, strict=True):
-            if not val:
-                raise RobosafeError(f"{where}: column {col!r}: empty value")
-        # An instance may legitimately repeat (SimplerEnv reruns each grid start state 12
-        # times), so only the same episode of the same instance twice is a duplicate here;
-        # paired comparisons additionally demand unique instances (see _pair).
-        if row.episode_idx:
-            full = (*row.key, row.episode_idx)
-            if full in seen:
-                raise RobosafeError(
-                    f"{where}: column 'episode_idx': duplicate key (suite={row.suite!r}, "
-                    f"task_id={row.task_id!r}, instance_id={row.instance_id!r}, "
-                    f"episode_idx={row.episode_idx!r}), first at {seen[full]}")
-            seen[full] = where
-        rows.append(row)
-    if not rows:
-        raise RobosafeError(f"{source}: no outcome rows")
-    return OutcomeTable(source, metric, tuple(rows))
-
-
-def read_outcome_csv(path: str | Path) -> OutcomeTable:
-    """Read an episode outcome CSV (DESIGN.md columns; extra columns are ignored).
-
-    Errors name the file, line and column: missing column, non-numeric or non-0/1 outcome,
-    empty key, duplicate (suite, task_id, instance_id, episode_idx).
-    """
-    p = Path(path)
-    try:
-        fh = p.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise RobosafeError(f"{p}: cannot read outcome table ({exc.strerror})") from None
-    with fh:
-        reader = csv.DictReader(fh)
-        try:
-            if reader.fieldnames is None:
-                raise RobosafeError(f"{p}: empty file, expected a CSV header")
-            header = [f.strip() for f in reader.fieldnames]
-            reader.fieldnames = header
-
-            def records() -> Iterable[tuple[str, Mapping[str, Any]]]:
-                for rec in reader:
-                    if None in rec:
-                        raise RobosafeError(f"{p}:{reader.line_num}: more fields than the "
-                                            f"header")
-                    yield f"{p}:{reader.line_num}", rec
-
-            return _build(records(), header, str(p), f"{p}:1")
-        except (UnicodeDecodeError, csv.Error) as exc:
-            # Decoding is buffered, so the line is only approximate.
-            raise RobosafeError(f"{p}: not a readable UTF-8 CSV near line "
-                                f"{reader.line_num + 1} ({exc})") from None
-
-
-def outcome_table(rows: Iterable[Mapping[str, Any]], source: str = "<rows>") -> OutcomeTable:
-    """Parse in-memory outcome rows (dicts with the DESIGN.md columns).
-
-    The metric is ``score`` if the first row has a score column, else ``success``; every row
-    must then carry it.
-    """
-    rows = list(rows)
-    if not rows:
-        raise RobosafeError(f"{source}: no outcome rows")
-    return _build(((f"{source}[{i}]", r) for i, r in enumerate(rows)), rows[0].keys(), source,
-                  f"{source}[0]")
-
-
-def _as_table(t: OutcomeTable | str | Path | Iterable[Mapping[str, Any]],
-              label: str) -> OutcomeTable:
-    if isinstance(t, OutcomeTable):
-        return t
-    if isinstance(t, (str, Path)):
-        return read_outcome_csv(t)
-    return outcome_table(t, label)
-
-
-def _pair(cal: list[Outcome], alt: list[Outcome]) -> tuple[np.ndarray, np.ndarray]:
-    """Join on (suite, task_id, instance_id); each instance must appear once per run."""
-    def index(rows: list[Outcome]) -> dict[tuple[str, str, str], Outcome]:
-        out: dict[tuple[str, str, str], Outcome] = {}
-        for r in rows:
-            if r.key in out:
-                raise RobosafeError(
-                    f"{r.where}: column 'instance_id': duplicate key (suite={r.suite!r}, "
-                    f"task_id={r.task_id!r}, instance_id={r.instance_id!r}), first at "
-                    f"{out[r.key].where}; a paired comparison needs one row per instance")
-            out[r.key] = r
-        return out
-
-    ci, ai = index(cal), index(alt)
-    shared = sorted(ci.keys() & ai.keys())
-    return (np.array([ci[k].value for k in shared], dtype=float),
-            np.array([ai[k].value for k in shared], dtype=float))
-
-
 def _compare(scope: str, metric: str, method: str, cal: list[Outcome], alt: list[Outcome],
              cal_src: str, alt_src: str, confidence: float) -> DriftResult:
     n_pairs: int | None = None
     if method == "paired_wald":
-        c, a = _pair(cal, alt)
+        c, a = pair_outcomes(cal, alt)
         n_pairs = c.size
         if n_pairs == 0:
             where = "" if scope == OVERALL else f"suite {scope!r}: "
@@ -274,8 +124,8 @@ def creeping_drift(calibration: OutcomeTable | str | Path | Iterable[Mapping[str
     of all suites. Both runs must hold the same suites and the same metric column.
     Inputs are OutcomeTables, CSV paths, or iterables of row dicts.
     """
-    cal = _as_table(calibration, "calibration")
-    alt = _as_table(altered, "altered")
+    cal = as_outcome_table(calibration, "calibration")
+    alt = as_outcome_table(altered, "altered")
     if cal.metric != alt.metric:
         raise RobosafeError(f"{cal.source} has outcome column {cal.metric!r} but {alt.source} "
                             f"has {alt.metric!r}; both runs must use the same one")
