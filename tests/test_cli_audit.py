@@ -61,3 +61,27 @@ def test_audit_diff(tmp_path):
     assert chans["action"]["first_diff_step"] is None
     same = run("audit", "diff", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"))
     assert same.returncode == 0 and "identical" in same.stdout
+
+
+def test_stats_cutoffs_and_compare():
+    from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall
+
+    out = json.loads(run("stats", "cutoffs", "--tasks", "10", "--samples", "50", "--baseline",
+                         "450", "--json").stdout)
+    assert out["l_exists"] == l_exists(450, 10, 50, 1, 0.05)
+    assert out["l_forall"] == l_forall(450, 10, 50, 1, 0.05)
+    assert out["delta_forall"] == pytest.approx(out["l_forall"] / 500)
+    out = json.loads(run("stats", "compare", "--tasks", "10", "--samples", "50", "--baseline",
+                         "450", "--new", "455", "--json").stdout)
+    assert out["label"] == classify_gain(450, 455, 10, 50, 1, 0.05).label
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("--samples", "1"), "--samples must be at least 2"),
+    (("--alpha", "0.7"), "--alpha must be in (0, 0.5)"),
+    (("--baseline", "501"), "outside 0..500")])
+def test_stats_cutoffs_bad_input(args, msg):
+    base = {"--tasks": "10", "--samples": "50", "--baseline": "450", "--alpha": "0.05"}
+    base.update(dict(zip(args[::2], args[1::2])))
+    proc = run("stats", "cutoffs", *[x for kv in base.items() for x in kv])
+    assert proc.returncode == 2 and msg in proc.stderr

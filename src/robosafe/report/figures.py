@@ -77,3 +77,27 @@ def success_safety_figure(cells: list[dict[str, Any]], rates: list[dict[str, Any
     fig.tight_layout()
     fig.savefig(path, dpi=200)
     plt.close(fig)
+
+
+SIGNIFICANCE_COLOURS = {"provably_significant": "#2a9d8f", "indeterminate": "#e9c46a",
+                        "provably_not_significant": "#e76f51", "no_improvement": "#8d99ae"}
+
+
+def significance_pies(counts: dict[str, dict[str, int]], path: str, alpha: float = 0.05) -> None:
+    """One pie per benchmark sorting claimed gains into the four App. C groups (Figure 3)."""
+    names = list(counts)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        labels = [k for k, v in counts[name].items() if v]
+        sizes = [counts[name][k] for k in labels]
+        ax.pie(sizes, colors=[SIGNIFICANCE_COLOURS[k] for k in labels], startangle=90,
+               counterclock=False, autopct=lambda p: f"{p:.0f}%" if p >= 5 else "",
+               wedgeprops={"linewidth": 1, "edgecolor": "white"})
+        ax.set_title(f"{name}\n(n = {sum(sizes)})", fontsize=10)
+    fig.legend([plt.Rectangle((0, 0), 1, 1, color=c) for c in SIGNIFICANCE_COLOURS.values()],
+               [k.replace("_", " ") for k in SIGNIFICANCE_COLOURS], loc="lower center",
+               ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"Reported gains from public scores alone (alpha = {alpha:g})", fontsize=11)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(path, dpi=200)
+    plt.close(fig)

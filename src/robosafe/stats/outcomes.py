@@ -160,8 +160,11 @@ def as_outcome_table(t: OutcomeTable | str | Path | Iterable[Mapping[str, Any]],
     return outcome_table(t, label)
 
 
-def pair_outcomes(cal: list[Outcome], alt: list[Outcome]) -> tuple[np.ndarray, np.ndarray]:
-    """Join on (suite, task_id, instance_id); each instance must appear once per run."""
+def pair_outcomes(cal: list[Outcome], alt: list[Outcome], *, with_keys: bool = False):
+    """Join on (suite, task_id, instance_id); each instance must appear once per run.
+
+    Returns the two value arrays over the shared keys (sorted), and the keys if asked.
+    """
     def index(rows: list[Outcome]) -> dict[tuple[str, str, str], Outcome]:
         out: dict[tuple[str, str, str], Outcome] = {}
         for r in rows:
@@ -175,8 +178,9 @@ def pair_outcomes(cal: list[Outcome], alt: list[Outcome]) -> tuple[np.ndarray, n
 
     ci, ai = index(cal), index(alt)
     shared = sorted(ci.keys() & ai.keys())
-    return (np.array([ci[k].value for k in shared], dtype=float),
-            np.array([ai[k].value for k in shared], dtype=float))
+    values = (np.array([ci[k].value for k in shared], dtype=float),
+              np.array([ai[k].value for k in shared], dtype=float))
+    return (*values, shared) if with_keys else values
 
 
 def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:

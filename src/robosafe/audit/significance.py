@@ -1,0 +1,208 @@
+"""Significance of claimed gains (benchmark audit paper Sec. 4, App. C).
+
+Two entry points:
+
+* ``classify_claims``: rows of (benchmark, T, S, R, previous score, new score, design) copied
+  from papers; each is rounded to realisable counts (C.7) and classified from the top-line
+  numbers alone (C.5; C.6 for independent evaluations), with the cutoffs delta_exists and
+  delta_forall of the previous score.
+* ``paired_outcome_test``: two per-episode outcome tables (DESIGN.md outcome rows) of policies
+  evaluated on the same instances; the exact paired task-stratified Wald test (C.1).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall, realizable_count
+from robosafe.stats.outcomes import as_outcome_table, pair_outcomes
+from robosafe.stats.wald import WaldResult, paired_wald_test
+
+LABELS = ("provably_significant", "indeterminate", "provably_not_significant",
+          "no_improvement")
+CLAIM_COLUMNS = ("benchmark", "tasks", "samples", "previous", "new")
+"""Required claim columns; optional: max_score (R, default 1), design (paired | independent,
+default paired), unit (fraction | percent), alpha (default 0.05), and any label columns."""
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claimed gain classified from its top-line scores (App. C.5 / C.6)."""
+
+    where: str
+    benchmark: str
+    tasks: int
+    samples: int
+    max_score: int
+    design: str
+    alpha: float
+    previous: float
+    new: float
+    previous_count: int
+    new_count: int
+    gap_count: int
+    delta_exists: float
+    delta_forall: float
+    label: str
+    sharp: bool
+    extra: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("delta_exists", "delta_forall"):
+            d[k] = None if math.isinf(d[k]) else d[k]
+        return d
+
+
+def _field(rec: dict[str, str], col: str, where: str, kind: type, default: Any = None) -> Any:
+    text = (rec.get(col) or "").strip()
+    if not text:
+        if default is not None:
+            return default
+        raise RobosafeError(f"{where}: column {col!r}: empty value")
+    try:
+        value = kind(text)
+    except ValueError:
+        raise RobosafeError(f"{where}: column {col!r}: expected "
+                            f"{'an integer' if kind is int else 'a number'}, got {text!r}"
+                            ) from None
+    if kind is float and not math.isfinite(value):
+        raise RobosafeError(f"{where}: column {col!r}: expected a finite number, got {text!r}")
+    return value
+
+
+def _mean_score(value: float, unit: str, R: int, col: str, where: str) -> float:
+    """A reported score as a mean per-sample score on [0, R].
+
+    With R = 1 a value above 1 is read as a percentage unless ``unit`` says otherwise, since
+    papers report success rates both ways.
+    """
+    if unit not in ("", "fraction", "percent"):
+        raise RobosafeError(f"{where}: column 'unit': expected fraction or percent, got {unit!r}")
+    if unit == "percent" or (not unit and R == 1 and value > 1):
+        value /= 100.0
+    if not 0.0 <= value <= R:
+        raise RobosafeError(f"{where}: column {col!r}: score {value:g} is outside [0, {R}]")
+    return value
+
+
+def classify_claim(rec: dict[str, str], where: str) -> ClaimResult:
+    """Classify one claim row (already read as strings)."""
+    T = _field(rec, "tasks", where, int)
+    S = _field(rec, "samples", where, int)
+    R = _field(rec, "max_score", where, int, 1)
+    alpha = _field(rec, "alpha", where, float, 0.05)
+    design = (rec.get("design") or "paired").strip().lower()
+    if design not in ("paired", "independent"):
+        raise RobosafeError(f"{where}: column 'design': expected paired or independent, got "
+                            f"{design!r}")
+    unit = (rec.get("unit") or "").strip().lower()
+    prev = _mean_score(_field(rec, "previous", where, float), unit, R, "previous", where)
+    new = _mean_score(_field(rec, "new", where, float), unit, R, "new", where)
+    try:
+        N = T * S
+        a, b = realizable_count(prev, N, R), realizable_count(new, N, R)
+        c = classify_gain(a, b, T, S, R, alpha, paired=design == "paired")
+        le, lf = l_exists(a, T, S, R, alpha), l_forall(a, T, S, R, alpha)
+    except RobosafeError as err:
+        raise RobosafeError(f"{where}: {err}") from None
+    extra = {k: v for k, v in rec.items() if k and k not in (
+        *CLAIM_COLUMNS, "max_score", "design", "unit", "alpha")}
+    return ClaimResult(where, rec["benchmark"].strip(), T, S, R, design, alpha, prev, new, a, b,
+                       b - a, le / N, lf / N, c.label, c.sharp, extra)
+
+
+def read_claims(path: str | Path) -> list[dict[str, str]]:
+    """Claim rows of a CSV as (where, record) pairs; a missing column is one clear error."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise RobosafeError(f"{p}: cannot read claims ({exc.strerror})") from None
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in reader.fieldnames or []]
+    missing = [c for c in CLAIM_COLUMNS if c not in header]
+    if missing:
+        raise RobosafeError(f"{p}:1: missing column(s) {', '.join(map(repr, missing))} (need "
+                            f"{', '.join(CLAIM_COLUMNS)})")
+    reader.fieldnames = header
+    rows = [(f"{p}:{reader.line_num}", rec) for rec in reader]
+    if not rows:
+        raise RobosafeError(f"{p}: no claim rows")
+    return rows
+
+
+def classify_claims(path: str | Path, on_error=None) -> list[ClaimResult]:
+    """Classify every row of a claims CSV. A bad row is passed to ``on_error`` (or raised)."""
+    out = []
+    for where, rec in read_claims(path):
+        try:
+            out.append(classify_claim(rec, where))
+        except RobosafeError as err:
+            if on_error is None:
+                raise
+            on_error(err)
+    return out
+
+
+def summary(results: list[ClaimResult]) -> dict[str, dict[str, int]]:
+    """Counts per label for each benchmark (the pies of Figure 3)."""
+    by: dict[str, Counter] = {}
+    for r in results:
+        by.setdefault(r.benchmark, Counter())[r.label] += 1
+    return {b: {label: c[label] for label in LABELS} for b, c in by.items()}
+
+
+@dataclass(frozen=True)
+class PairedOutcomeTest:
+    """The exact paired test of two outcome tables over their shared instances (App. C.1)."""
+
+    tasks: int
+    samples: int
+    max_score: int
+    mean_a: float
+    mean_b: float
+    wald: WaldResult
+    label: str  # the top-line classification of the same counts, for comparison (C.5)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["wald"] = {k: (None if isinstance(v, float) and math.isinf(v) else v)
+                     for k, v in d["wald"].items()}
+        return d
+
+
+def paired_outcome_test(a, b, *, max_score: int = 1, alpha: float = 0.05) -> PairedOutcomeTest:
+    """Paired task-stratified Wald test of policy B over policy A from outcome tables.
+
+    Rows are joined on (suite, task_id, instance_id); each (suite, task) is one task of the
+    test and must have the same number S of shared instances (the paired design of Sec. 4).
+    """
+    ta, tb = as_outcome_table(a, "A"), as_outcome_table(b, "B")
+    ya_all, yb_all, keys = pair_outcomes(list(ta.rows), list(tb.rows), with_keys=True)
+    if not keys:
+        raise RobosafeError(f"no shared (suite, task_id, instance_id) between {ta.source} and "
+                            f"{tb.source}; a paired test needs the same instances")
+    tasks: dict[tuple[str, str], list[int]] = {}
+    for i, k in enumerate(keys):
+        tasks.setdefault(k[:2], []).append(i)
+    sizes = {t: len(ix) for t, ix in tasks.items()}
+    if len(set(sizes.values())) != 1:
+        detail = ", ".join(f"{s}/{t}: {n}" for (s, t), n in sorted(sizes.items()))
+        raise RobosafeError(f"tasks have different numbers of shared instances ({detail}); the "
+                            "paired stratified test needs the same S per task")
+    order = [tasks[t] for t in sorted(tasks)]
+    ya, yb = ya_all[np.array(order)], yb_all[np.array(order)]
+    T, S = ya.shape
+    wald = paired_wald_test(ya, yb, R=max_score, alpha=alpha)
+    A, B = round(float(ya.sum())), round(float(yb.sum()))
+    label = classify_gain(A, B, T, S, max_score, alpha).label
+    return PairedOutcomeTest(T, S, max_score, float(ya.mean()), float(yb.mean()), wald, label)

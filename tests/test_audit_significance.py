@@ -1,0 +1,109 @@
+"""Claimed-gain classification from CSV and the exact paired test from outcome tables."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from test_cli import run
+
+from robosafe.audit.significance import classify_claims, paired_outcome_test, summary
+from robosafe.errors import RobosafeError
+from robosafe.stats.cutoffs import classify_gain
+
+
+def write(path, text):
+    path.write_text(text.strip() + "\n")
+    return path
+
+
+def test_claims_are_rounded_and_classified(tmp_path):
+    p = write(tmp_path / "c.csv", """
+benchmark,tasks,samples,previous,new,max_score,design,unit
+LIBERO,10,50,96.4,97.2,,paired,
+LIBERO,10,50,0.90,0.97,,,
+CALVIN,1,1000,4.05,4.10,5,paired,
+RoboCasa,24,50,20,35,,independent,percent
+""")
+    rows = classify_claims(p)
+    assert [(r.previous_count, r.new_count) for r in rows] == [(482, 486), (450, 485),
+                                                             (4050, 4100), (240, 420)]
+    for r in rows:
+        c = classify_gain(r.previous_count, r.new_count, r.tasks, r.samples, r.max_score,
+                          r.alpha, paired=r.design == "paired")
+        assert r.label == c.label
+    assert rows[1].label == "provably_significant"
+    assert not rows[3].sharp and rows[0].sharp
+    assert summary(rows)["LIBERO"]["provably_significant"] == 1
+
+
+def test_claim_errors_name_file_line_and_column(tmp_path):
+    p = write(tmp_path / "c.csv", "benchmark,tasks,previous,new\nx,1,0.5,0.6")
+    with pytest.raises(RobosafeError, match=r"c.csv:1: missing column\(s\) 'samples'"):
+        classify_claims(p)
+    p = write(tmp_path / "d.csv", """
+benchmark,tasks,samples,previous,new
+ok,10,50,0.5,0.6
+bad,10,1,0.5,0.6
+bad,10,50,0.5,abc
+bad,10,50,0.5,150
+""")
+    errors = []
+    rows = classify_claims(p, on_error=errors.append)
+    assert [r.benchmark for r in rows] == ["ok"]
+    msgs = [str(e) for e in errors]
+    assert "d.csv:3" in msgs[0] and "S" in msgs[0]
+    assert "d.csv:4: column 'new': expected a number" in msgs[1]
+    assert "d.csv:5: column 'new': score 1.5 is outside [0, 1]" in msgs[2]  # 150 read as %
+    assert len(errors) == 3
+
+
+def test_audit_significance_cli(tmp_path):
+    p = write(tmp_path / "c.csv", """
+benchmark,tasks,samples,previous,new
+LIBERO,10,50,90.0,97.0
+LIBERO,10,50,96.4,97.2
+SimplerEnv,4,24,0.6,0.5
+""")
+    fig = tmp_path / "fig3.png"
+    proc = run("audit", "significance", str(p), "--figure", str(fig), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["summary"]["LIBERO"]["provably_significant"] == 1
+    assert data["summary"]["SimplerEnv"]["no_improvement"] == 1
+    assert fig.read_bytes()[:4] == b"\x89PNG"
+    bad = write(tmp_path / "bad.csv", "benchmark,tasks,samples,previous,new\nx,10,50,0.5,zz\n"
+                "y,10,50,0.5,0.6")
+    proc = run("audit", "significance", str(bad))
+    assert proc.returncode == 2 and "bad.csv:2" in proc.stderr and "y" in proc.stdout
+
+
+def outcomes(path, table):
+    rows = ["suite,task_id,instance_id,success"]
+    for t, scores in enumerate(table):
+        rows += [f"s,task_{t},i{i},{v}" for i, v in enumerate(scores)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_paired_outcome_test_matches_the_formula(tmp_path):
+    ya = np.array([[1, 0, 1, 1, 0], [0, 0, 1, 0, 1]])
+    yb = np.array([[1, 1, 1, 1, 0], [1, 0, 1, 1, 1]])
+    a, b = outcomes(tmp_path / "a.csv", ya), outcomes(tmp_path / "b.csv", yb)
+    r = paired_outcome_test(a, b)
+    S = ya.shape[1]
+    d = (yb - ya).sum(axis=1)
+    s = ((yb - ya) ** 2).sum(axis=1)
+    z = (yb.sum() - ya.sum()) / math.sqrt(S / (S - 1) * (s - d**2 / S).sum())
+    assert r.tasks == 2 and r.samples == 5
+    assert r.wald.statistic == pytest.approx(z)
+    assert r.wald.reject == (z > 1.6448536269514722)
+    proc = run("audit", "paired", str(a), str(b), "--json")
+    assert json.loads(proc.stdout)["wald"]["statistic"] == pytest.approx(z)
+
+
+def test_paired_needs_equal_samples_per_task(tmp_path):
+    a = outcomes(tmp_path / "a.csv", [[1, 0, 1], [0, 1]])
+    b = outcomes(tmp_path / "b.csv", [[1, 1, 1], [1, 1]])
+    proc = run("audit", "paired", str(a), str(b))
+    assert proc.returncode == 2 and "same S per task" in proc.stderr
