@@ -107,3 +107,11 @@ def test_paired_needs_equal_samples_per_task(tmp_path):
     b = outcomes(tmp_path / "b.csv", [[1, 1, 1], [1, 1]])
     proc = run("audit", "paired", str(a), str(b))
     assert proc.returncode == 2 and "same S per task" in proc.stderr
+
+
+def test_unpaired_rows_are_an_error(tmp_path):
+    a = outcomes(tmp_path / "a.csv", [[1, 0, 1], [0, 1, 1]])
+    b = outcomes(tmp_path / "b.csv", [[1, 1, 1], [1, 1]])
+    proc = run("audit", "paired", str(a), str(b))
+    assert proc.returncode == 2
+    assert "a.csv:7: unpaired row" in proc.stderr and "instance_id='i2'" in proc.stderr

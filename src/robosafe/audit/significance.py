@@ -188,9 +188,14 @@ def paired_outcome_test(a, b, *, max_score: int = 1, alpha: float = 0.05) -> Pai
     """
     ta, tb = as_outcome_table(a, "A"), as_outcome_table(b, "B")
     ya_all, yb_all, keys = pair_outcomes(list(ta.rows), list(tb.rows), with_keys=True)
-    if not keys:
-        raise RobosafeError(f"no shared (suite, task_id, instance_id) between {ta.source} and "
-                            f"{tb.source}; a paired test needs the same instances")
+    shared = set(keys)
+    for mine, other in ((ta, tb), (tb, ta)):
+        lonely = next((r for r in mine.rows if r.key not in shared), None)
+        if lonely is not None:
+            raise RobosafeError(
+                f"{lonely.where}: unpaired row (suite={lonely.suite!r}, task_id="
+                f"{lonely.task_id!r}, instance_id={lonely.instance_id!r}) has no match in "
+                f"{other.source}; the paired test needs both policies on the same instances")
     tasks: dict[tuple[str, str], list[int]] = {}
     for i, k in enumerate(keys):
         tasks.setdefault(k[:2], []).append(i)
