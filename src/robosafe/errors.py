@@ -47,3 +47,23 @@ class RegistryError(RobosafeError):
 
 class UnknownTaskError(RegistryError):
     """A task is neither in the applicability registry nor carries its own task tags."""
+
+
+class TaskError(RobosafeError):
+    """A CBDDL task file is malformed or invalid; names file:line:column and what was expected."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 column: int | None = None):
+        self.message = message
+        self.source = source
+        self.line = line
+        self.column = column
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.source or "<text>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
