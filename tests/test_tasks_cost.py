@@ -1,6 +1,7 @@
 """CBDDL cost semantics (VLA-Arena Sec. 4.1, App. 7.4) with hand-computed totals."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +32,8 @@ class Not:
     arg: object
 
 
-CATALOGUE = yaml.safe_load(open("src/robosafe/tasks/data/predicates.yaml"))
+CATALOGUE = yaml.safe_load((Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks"
+                            / "data" / "predicates.yaml").read_text())
 T = 6
 TRUTH = {
     Pred("InContact", ("tomato_1", "toy_motorbike_1")): [0, 1, 1, 0, 0, 1],
@@ -82,7 +84,7 @@ def test_nested_and_is_logical_in_robosafe_and_a_sum_in_vla_arena_mode():
 
 def test_mixed_timing_term_is_rejected():
     with pytest.raises(TaskError, match="mixes instantaneous and terminal"):
-        total(Or((list(TRUTH)[0], list(TRUTH)[2])), success=True)
+        total(Or((next(iter(TRUTH)), list(TRUTH)[2])), success=True)
     with pytest.raises(TaskError, match="unknown cost predicate 'Smash'"):
         total(Pred("Smash"), success=True)
 
