@@ -94,3 +94,9 @@ def test_aliases_resolve():
     out = evaluate_cost(p, lambda _: np.array([0, 1, 1], bool), 3, success=True,
                         catalogue=CATALOGUE)
     assert out.total == 2
+
+
+def test_predicate_names_ignore_case_like_the_validator():
+    out = evaluate_cost(Pred("fall", ("teapot_1",)), lambda _: np.array([0, 1], bool), 2,
+                        success=False, catalogue=CATALOGUE)
+    assert out.terminal == ALPHA

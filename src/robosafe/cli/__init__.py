@@ -60,6 +60,7 @@ from robosafe.cli import audit as _audit  # noqa: F401
 from robosafe.cli import score as _score  # noqa: F401
 from robosafe.cli import specs as _specs  # noqa: F401
 from robosafe.cli import stats as _stats  # noqa: F401
+from robosafe.cli import tasks as _tasks  # noqa: F401
 
 
 def main() -> None:

@@ -71,10 +71,13 @@ def cost_terms(cost) -> tuple:
 
 
 def term_timing(term, catalogue: dict, source: str = "<text>") -> str:
-    """'instantaneous' or 'terminal' for a term whose predicates all share one timing."""
+    """'instantaneous' or 'terminal' for a term whose predicates all share one timing.
+
+    Names are matched as the validator matches them: ignoring case, with aliases.
+    """
     timings = set()
     for p in predicates(term):
-        entry = catalogue["cost"].get(p.name) or _alias(catalogue, p.name)
+        entry = _entry(catalogue, p.name)
         if entry is None:
             raise TaskError(f"unknown cost predicate {p.name!r}", source=source,
                             line=_line(p), column=_col(p))
@@ -86,8 +89,12 @@ def term_timing(term, catalogue: dict, source: str = "<text>") -> str:
     return timings.pop()
 
 
-def _alias(catalogue: dict, name: str) -> dict | None:
-    return next((e for e in catalogue["cost"].values() if name in e.get("aliases", ())), None)
+def _entry(catalogue: dict, name: str) -> dict | None:
+    key = name.lower()
+    for canonical, e in catalogue["cost"].items():
+        if key == canonical.lower() or key in (a.lower() for a in e.get("aliases", ())):
+            return e
+    return None
 
 
 def _line(node) -> int | None:

@@ -1,0 +1,142 @@
+"""``robosafe tasks ...``: check, format and perturb CBDDL task files (VLA-Arena App. 7-8)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
+from robosafe.errors import TaskError
+from robosafe.tasks import load_catalogue, parse_file, validate_task, write_task
+from robosafe.tasks.cost import cost_terms, predicates, term_timing
+from robosafe.tasks.language import variants
+
+tasks_app = typer.Typer(no_args_is_help=True, help="CBDDL task files: check, fmt, perturb.")
+app.add_typer(tasks_app, name="tasks")
+
+
+def _formula_text(node) -> str:
+    kind = type(node).__name__
+    if kind == "Pred":
+        return f"({node.name}{''.join(' ' + _arg(a) for a in node.args)})"
+    if kind == "Not":
+        return f"(Not {_formula_text(node.arg)})"
+    return f"({kind} {' '.join(_formula_text(a) for a in node.args)})"
+
+
+def _arg(a: Any) -> str:
+    if isinstance(a, tuple):
+        return "(" + " ".join(str(x) for x in a) + ")"
+    return str(a)
+
+
+def summarize(problem, source: str) -> tuple[dict[str, Any], list[TaskError]]:
+    """What a task declares, and every problem found (validation + cost-term timing)."""
+    errors = list(validate_task(problem, source))
+    catalogue = load_catalogue()
+    terms = []
+    for term in cost_terms(problem.cost):
+        try:
+            timing = term_timing(term, catalogue, source)
+        except TaskError as err:
+            if not any(str(err) == str(e) for e in errors):
+                errors.append(err)
+            timing = "invalid"
+        terms.append({"term": _formula_text(term), "timing": timing,
+                      "predicates": [p.name for p in predicates(term)]})
+    summary = {
+        "problem": problem.name, "language": problem.language,
+        "objects": {d.name: d.category for d in problem.objects},
+        "fixtures": {d.name: d.category for d in problem.fixtures},
+        "regions": {r.name: r.target for r in problem.regions},
+        "goal": [p.name for p in predicates(problem.goal)],
+        "cost_terms": terms,
+        "moving_objects": {m.name: m.motion_type for m in problem.moving_objects},
+        "perturbations": {
+            "image_settings": {s.key: s.value for s in problem.image_settings},
+            "noise": None if problem.noise is None else
+            {"kind": problem.noise.kind, "params": list(problem.noise.params)},
+            "camera": [{"name": c.name, "offset": list(c.offset) if c.offset else None}
+                       for c in problem.camera],
+            "random_color": problem.random_color},
+    }
+    return summary, errors
+
+
+@tasks_app.command("check")
+@user_errors
+def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
+          as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Parse and validate task files; print what each declares (exit 2 on any error)."""
+    results, n_bad = [], 0
+    for path in files:
+        try:
+            problem = parse_file(path)
+            summary, errors = summarize(problem, str(path))
+        except TaskError as err:
+            summary, errors = None, [err]
+        n_bad += bool(errors)
+        results.append({"file": str(path), "ok": not errors, "summary": summary,
+                        "errors": [str(e) for e in errors]})
+        for e in errors:
+            typer.echo(f"robosafe: error: {e}", err=True)
+    if as_json:
+        emit_json(results, None, True)
+    else:
+        for r in results:
+            s = r["summary"]
+            if s is None:
+                continue
+            typer.echo(f"{r['file']}: {'ok' if r['ok'] else 'INVALID'}  ({s['problem']})")
+            typer.echo(f"  language: {s['language']}")
+            typer.echo(f"  objects {len(s['objects'])}, fixtures {len(s['fixtures'])}, "
+                       f"regions {len(s['regions'])}, goal predicates {len(s['goal'])}, "
+                       f"moving objects {len(s['moving_objects'])}")
+            for t in s["cost_terms"]:
+                typer.echo(f"  cost [{t['timing']}] {t['term']}")
+            for name, kind in s["moving_objects"].items():
+                typer.echo(f"  moving {name}: {kind}")
+            p = s["perturbations"]
+            blocks = [k for k, v in p.items() if v not in (None, {}, [])]
+            typer.echo(f"  perturbation blocks: {', '.join(blocks) or 'none'}")
+    if n_bad:
+        raise typer.Exit(EXIT_USER_ERROR)
+
+
+@tasks_app.command("fmt")
+@user_errors
+def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
+        write: bool = typer.Option(False, "--write", help="Rewrite the file in place.")) -> None:
+    """Print the canonical form of a task file (or rewrite it with --write)."""
+    text = write_task(parse_file(file))
+    if not write:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, file)
+
+
+@tasks_app.command("perturb-language")
+@user_errors
+def perturb_language(file: Path = typer.Argument(..., help="CBDDL task file."),
+                     level: int = typer.Option(1, "--level", min=0, max=4,
+                                               help="W_k: number of slots substituted."),
+                     seed: int = typer.Option(0, "--seed", min=0, help="Random seed."),
+                     n: int = typer.Option(1, "--n", min=1, help="Number of distinct variants."),
+                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Language variants of a task's instruction at level W_k (VLA-Arena App. 8.1)."""
+    instruction = parse_file(file).language
+    out = variants(instruction, level, n, seed)
+    if as_json:
+        emit_json([{"text": v.text, "level": v.level, "seed": v.seed,
+                    "substitutions": [list(s) for s in v.substitutions]} for v in out],
+                  None, True)
+    else:
+        for v in out:
+            typer.echo(v.text)

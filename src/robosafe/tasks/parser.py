@@ -1,0 +1,579 @@
+"""CBDDL text -> typed AST (VLA-Arena paper 001, App. 7; LIBERO's BDDL plus extensions).
+
+Grammar (``;`` starts a comment to the end of the line, anywhere, including inside
+``:language``)::
+
+    (define (problem NAME)
+      (:domain NAME)                                   ; required
+      (:control_freq HZ)                               ; optional, see below
+      (:language free text, balanced parens allowed)   ; required
+      (:regions (NAME (:target OBJ) (:ranges ((x_min y_min x_max y_max) ...))
+                      [(:yaw_rotation ((min max) ...))] [(:height_ranges ((z_min z_max) ...))]
+                      [(:rgba (r g b a))]) ...)
+      (:fixtures NAME ... - CATEGORY ...)
+      (:objects NAME ... - CATEGORY ...)
+      (:moving_objects (NAME (:motion_type TYPE) (:motion_ATTR VALUE) ...) ...)
+      (:obj_of_interest NAME ...)
+      (:init (PRED ARG ...) ...)
+      (:goal FORMULA)                                  ; required
+      (:cost FORMULA)
+      (:image_settings brightness X saturation X contrast X temperature X)
+      (:noise gaussian MEAN VAR) | (:noise salt_pepper PROB)
+      (:camera NAME [(dx dy dz)] ...)
+      (:random_color true|false))
+
+    FORMULA := (And FORMULA ...) | (Or FORMULA ...) | (Not FORMULA) | (PRED ARG ...)
+    ARG     := NAME | NUMBER | (INT ...)               ; (INT ...) = mesh part ids
+
+Blocks may come in any order, each at most once. Connectives are case-insensitive; predicate
+names are kept as written (the catalogue lookup is case-insensitive). Numbers are decimal
+literals (``nan``/``inf`` are not numbers).
+
+Motion types are ``linear``, ``circular``, ``waypoint`` and ``projectile`` (the public VLA-Arena
+spellings ``circle`` and ``parabolic`` are read as aliases). Attributes: ``:motion_period T``,
+``:motion_travel_dist D``, ``:motion_direction (x y z)``, ``:motion_center (x y z)``,
+``:motion_waypoints ((x y z dx dy dz) ...)`` (``(x y z (dx dy dz))`` is also read),
+``:motion_initial_speed V``, ``:motion_gravity (gx gy gz)``, ``:motion_loop true|false``.
+
+Motion timing is in SECONDS in the AST. The public VLA-Arena code counts ``:motion_period`` in
+control steps, which silently changes meaning with the control frequency; here a period may
+carry a unit, ``(:motion_period 125 steps)`` or ``(:motion_period 6.25 s)``, and a bare number
+is seconds. Steps are converted with the task's control frequency: the optional top-level block
+``(:control_freq HZ)``, else the ``control_freq`` argument of :func:`parse_task`, else 20 Hz
+(robosuite's default). Giving both a block and a different argument is an error. Files taken
+from the VLA-Arena repository therefore need ``steps`` added to their periods.
+
+Every error is a :class:`robosafe.errors.TaskError` naming ``source:line:column``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from robosafe.errors import TaskError
+from robosafe.tasks.ast import (
+    And,
+    Camera,
+    Decl,
+    Formula,
+    MotionAttr,
+    MovingObject,
+    Noise,
+    Not,
+    Or,
+    Pos,
+    Pred,
+    Problem,
+    Region,
+    Setting,
+)
+
+DEFAULT_CONTROL_FREQ = 20.0
+"""Hz; robosuite's default control frequency, used to convert ``steps`` when nothing is said."""
+
+BLOCKS = (":domain", ":control_freq", ":language", ":regions", ":fixtures", ":objects",
+          ":moving_objects", ":obj_of_interest", ":init", ":goal", ":cost", ":image_settings",
+          ":noise", ":camera", ":random_color")
+REQUIRED_BLOCKS = (":domain", ":language", ":goal")
+MOTION_TYPES = ("linear", "circular", "waypoint", "projectile")
+MOTION_ALIASES = {"circle": "circular", "parabolic": "projectile"}
+MOTION_ATTRS = ("motion_period", "motion_travel_dist", "motion_direction", "motion_center",
+                "motion_waypoints", "motion_initial_speed", "motion_gravity", "motion_loop")
+IMAGE_KEYS = ("brightness", "saturation", "contrast", "temperature")
+NOISE_PARAMS = {"gaussian": ("mean", "var"), "salt_pepper": ("prob",)}
+CONNECTIVES = {"and": And, "or": Or, "not": Not}
+MAX_DEPTH = 100  # formula nesting; deeper input would otherwise hit Python's recursion limit
+
+_TOKEN = re.compile(r"(\n)|[^\S\n]+|;[^\n]*|([()])|([^\s();]+)")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INT = re.compile(r"\d{1,18}")  # bounded: int() refuses very long digit strings
+
+
+class _Tok:
+    __slots__ = ("column", "end", "kind", "line", "start", "text")
+
+    def __init__(self, kind: str, text: str, line: int, column: int, start: int, end: int):
+        self.kind, self.text, self.line, self.column = kind, text, line, column
+        self.start, self.end = start, end
+
+    @property
+    def pos(self) -> Pos:
+        return Pos(self.line, self.column)
+
+
+class _Steps(float):
+    """A period still counted in control steps; divided by the frequency once it is known."""
+
+
+def _tokenize(text: str) -> tuple[list[_Tok], Pos]:
+    toks: list[_Tok] = []
+    line, line_start = 1, 0
+    for m in _TOKEN.finditer(text):
+        if m.group(1):
+            line, line_start = line + 1, m.end()
+        elif m.group(2) or m.group(3):
+            kind = m.group(2) or "atom"
+            toks.append(_Tok(kind, m.group(), line, m.start() - line_start + 1, m.start(),
+                             m.end()))
+    return toks, Pos(line, len(text) - line_start + 1)
+
+
+def _desc(tok: _Tok | None) -> str:
+    if tok is None:
+        return "end of file"
+    text = tok.text if len(tok.text) <= 40 else tok.text[:37] + "..."
+    return repr(text) if "'" in text else f"'{text}'"
+
+
+class _Parser:
+    def __init__(self, text: str, source: str):
+        self.source = source
+        self.toks, self.eof = _tokenize(text)
+        self.i = 0
+
+    # -- token helpers -----------------------------------------------------------------------
+    def error(self, message: str, at: _Tok | Pos | None = None) -> TaskError:
+        pos = at.pos if isinstance(at, _Tok) else (at or self.eof)
+        return TaskError(message, source=self.source, line=pos.line, column=pos.column)
+
+    def peek(self) -> _Tok | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> _Tok | None:
+        tok = self.peek()
+        self.i += tok is not None
+        return tok
+
+    def more(self) -> bool:
+        """True while the current list goes on (not at its ')' and not at end of file)."""
+        tok = self.peek()
+        return tok is not None and tok.kind != ")"
+
+    def open(self, what: str) -> _Tok:
+        tok = self.take()
+        if tok is None or tok.kind != "(":
+            raise self.error(f"expected {what}, got {_desc(tok)}", tok)
+        return tok
+
+    def close(self, opener: _Tok, label: str, hint: str = "") -> None:
+        tok = self.take()
+        if tok is None or tok.kind != ")":
+            hint = hint if tok is not None and tok.kind == "(" else ""
+            raise self.error(f"expected ')' to close '{label}' opened at "
+                             f"{opener.line}:{opener.column}, got {_desc(tok)}{hint}", tok)
+
+    def atom(self, what: str, opener: _Tok | None = None, label: str = "") -> _Tok:
+        """An atom; a '(' inside a flat list is reported as the list not being closed."""
+        tok = self.take()
+        if tok is not None and tok.kind == "atom":
+            return tok
+        if opener is not None and tok is not None and tok.kind == "(":
+            raise self.error(f"expected ')' to close '{label}' opened at "
+                             f"{opener.line}:{opener.column}, got '('", tok)
+        raise self.error(f"expected {what}, got {_desc(tok)}", tok)
+
+    def number(self, what: str = "") -> float:
+        tok = self.take()
+        if tok is None or tok.kind != "atom" or not _NUMBER.fullmatch(tok.text):
+            raise self.error(f"expected a number{what}, got {_desc(tok)}", tok)
+        value = float(tok.text)
+        if not math.isfinite(value):
+            raise self.error(f"number {_desc(tok)} is out of range", tok)
+        return value
+
+    def boolean(self) -> bool:
+        tok = self.atom("true or false")
+        if tok.text.lower() not in ("true", "false"):
+            raise self.error(f"expected true or false, got {_desc(tok)}", tok)
+        return tok.text.lower() == "true"
+
+    def vector(self, names: tuple[str, ...]) -> tuple[float, ...]:
+        spelled = " ".join(names)
+        opener = self.open(f"'(' to start ({spelled})")
+        values = []
+        while self.more():
+            values.append(self.number(f" ({names[len(values)]})" if len(values) < len(names)
+                                      else ""))
+        self.close(opener, "(")
+        if len(values) != len(names):
+            raise self.error(f"expected {len(names)} numbers ({spelled}), got {len(values)}",
+                             opener)
+        return tuple(values)
+
+    def vectors(self, names: tuple[str, ...]) -> tuple[tuple[float, ...], ...]:
+        opener = self.open(f"'(' to start a list of ({' '.join(names)})")
+        out = []
+        while self.more():
+            out.append(self.vector(names))
+        self.close(opener, "(")
+        return tuple(out)
+
+    # -- problem -----------------------------------------------------------------------------
+    def problem(self, control_freq: float | None) -> Problem:
+        top = self.open("'(define'")
+        kw = self.atom("'define'")
+        if kw.text != "define":
+            raise self.error(f"expected 'define', got {_desc(kw)}", kw)
+        head = self.open("'(problem <name>)'")
+        kw = self.atom("'problem'")
+        if kw.text != "problem":
+            raise self.error(f"expected 'problem', got {_desc(kw)}", kw)
+        name = self.atom("a problem name").text
+        self.close(head, "(problem")
+        blocks: dict[str, tuple[_Tok, object]] = {}
+        while self.more():
+            opener = self.open("'(' to start a block such as (:objects ...)")
+            kw = self.atom("a block name such as :objects")
+            if kw.text not in BLOCKS:
+                raise self.error(f"unknown block {_desc(kw)} (expected one of "
+                                 f"{', '.join(BLOCKS)})", kw)
+            if kw.text in blocks:
+                first = blocks[kw.text][0]
+                raise self.error(f"duplicate block '{kw.text}' (first at "
+                                 f"{first.line}:{first.column})", opener)
+            handler = getattr(self, "block_" + kw.text[1:])
+            blocks[kw.text] = (opener, handler(opener, "(" + kw.text))
+        self.close(top, "(define")
+        if (extra := self.peek()) is not None:
+            raise self.error(f"unexpected {_desc(extra)} after the end of '(define' opened at "
+                             f"{top.line}:{top.column}", extra)
+        for req in REQUIRED_BLOCKS:
+            if req not in blocks:
+                raise self.error(f"missing block '({req} ...)'", top)
+
+        def get(block, default=None):
+            return blocks[block][1] if block in blocks else default
+
+        declared = get(":control_freq")
+        if control_freq is not None and declared is not None and declared != control_freq:
+            raise self.error(f"the task declares (:control_freq {declared!r}) but "
+                             f"control_freq={control_freq!r} was requested",
+                             blocks[":control_freq"][0])
+        freq = declared or control_freq or DEFAULT_CONTROL_FREQ
+        moving = tuple(replace(m, attrs=tuple(
+            replace(a, value=a.value / freq) if isinstance(a.value, _Steps) else a
+            for a in m.attrs)) for m in get(":moving_objects", ()))
+        interest = get(":obj_of_interest", ())
+        return Problem(
+            name=name, domain=get(":domain"), language=get(":language"), goal=get(":goal"),
+            regions=get(":regions", ()), fixtures=get(":fixtures", ()),
+            objects=get(":objects", ()), moving_objects=moving,
+            obj_of_interest=tuple(t.text for t in interest), init=get(":init", ()),
+            cost=get(":cost"), image_settings=get(":image_settings", ()), noise=get(":noise"),
+            camera=get(":camera", ()), random_color=get(":random_color"), control_freq=declared,
+            obj_of_interest_pos=tuple(t.pos for t in interest), pos=top.pos)
+
+    # -- blocks (each consumes up to and including its closing paren) -------------------------
+    def block_domain(self, op: _Tok, label: str) -> str:
+        name = self.atom("a domain name such as robosuite", op, label).text
+        self.close(op, label)
+        return name
+
+    def block_control_freq(self, op: _Tok, label: str) -> float:
+        at = self.peek()
+        hz = self.number(" (control frequency in Hz)")
+        if hz <= 0:
+            raise self.error(f"control frequency must be positive, got {hz!r}", at)
+        self.close(op, label)
+        return hz
+
+    def block_language(self, op: _Tok, label: str) -> str:
+        # Free text: the tokens up to the matching ')', one space wherever the source had
+        # whitespace or a comment, so "(left)" survives and line breaks collapse.
+        parts: list[str] = []
+        depth, prev = 0, None
+        while True:
+            tok = self.take()
+            if tok is None:
+                raise self.error(f"expected ')' to close '{label}' opened at "
+                                 f"{op.line}:{op.column}, got end of file")
+            if tok.kind == ")" and depth == 0:
+                return "".join(parts)
+            depth += {"(": 1, ")": -1}.get(tok.kind, 0)
+            if prev is not None and tok.start > prev.end:
+                parts.append(" ")
+            parts.append(tok.text)
+            prev = tok
+
+    def block_regions(self, op: _Tok, label: str) -> tuple[Region, ...]:
+        regions = []
+        while self.more():
+            regions.append(self.region())
+        self.close(op, label)
+        return tuple(regions)
+
+    def region(self) -> Region:
+        op = self.open("'(' to start a region such as (name (:target table) ...)")
+        name = self.atom("a region name")
+        fields: dict[str, object] = {}
+        target: _Tok | None = None
+        while self.more():
+            aop = self.open("'(' to start a region attribute such as (:target table)")
+            key = self.atom("a region attribute such as :target")
+            if key.text in fields or (key.text == ":target" and target is not None):
+                raise self.error(f"duplicate '{key.text}' in region '{name.text}'", aop)
+            if key.text == ":target":
+                target = self.atom("a target object or fixture name", aop, "(:target")
+            elif key.text == ":ranges":
+                fields[key.text] = self.vectors(("x_min", "y_min", "x_max", "y_max"))
+            elif key.text == ":yaw_rotation":
+                fields[key.text] = self.vectors(("min", "max"))
+            elif key.text == ":height_ranges":
+                fields[key.text] = self.vectors(("z_min", "z_max"))
+            elif key.text == ":rgba":
+                fields[key.text] = self.vector(("r", "g", "b", "a"))
+            else:
+                raise self.error(f"unknown region attribute {_desc(key)} (expected one of "
+                                 ":target, :ranges, :yaw_rotation, :height_ranges, :rgba)", key)
+            self.close(aop, "(" + key.text)
+        self.close(op, "(" + name.text)
+        if target is None:
+            raise self.error(f"region '{name.text}' needs (:target <object or fixture>)", op)
+        return Region(name.text, target.text, fields.get(":ranges", ()),
+                      fields.get(":yaw_rotation", ()), fields.get(":height_ranges", ()),
+                      fields.get(":rgba"), pos=name.pos, target_pos=target.pos)
+
+    def typed_names(self, op: _Tok, label: str) -> tuple[Decl, ...]:
+        decls: list[Decl] = []
+        pending: list[_Tok] = []
+        while self.more():
+            tok = self.atom("a name", op, label)
+            if tok.text != "-":
+                pending.append(tok)
+                continue
+            if not pending:
+                raise self.error("expected a name before '-'", tok)
+            category = self.atom("a category after '-'", op, label)
+            if category.text == "-":
+                raise self.error("expected a category after '-', got '-'", category)
+            decls += [Decl(t.text, category.text, pos=t.pos) for t in pending]
+            pending = []
+        if pending:
+            raise self.error(f"expected '- <category>' after {_desc(pending[-1])}", pending[0])
+        self.close(op, label)
+        return tuple(decls)
+
+    block_fixtures = typed_names
+    block_objects = typed_names
+
+    def block_obj_of_interest(self, op: _Tok, label: str) -> tuple[_Tok, ...]:
+        names = []
+        while self.more():
+            names.append(self.atom("an object name", op, label))
+        self.close(op, label)
+        return tuple(names)
+
+    def block_init(self, op: _Tok, label: str) -> tuple[Pred, ...]:
+        atoms = []
+        while self.more():
+            f = self.formula(0)
+            if not isinstance(f, Pred):
+                raise self.error(f"(:init lists predicates; '{type(f).__name__}' is not "
+                                 "allowed here", f.pos)
+            atoms.append(f)
+        self.close(op, label)
+        return tuple(atoms)
+
+    def block_goal(self, op: _Tok, label: str) -> Formula:
+        f = self.formula(0)
+        self.close(op, label, " (combine several formulas with (And ...))")
+        return f
+
+    block_cost = block_goal
+
+    def formula(self, depth: int) -> Formula:
+        op = self.open("a formula such as (On a b)")
+        if depth > MAX_DEPTH:
+            raise self.error(f"formula nested deeper than {MAX_DEPTH} levels", op)
+        head = self.atom("a predicate name or And / Or / Not")
+        connective = CONNECTIVES.get(head.text.lower())
+        if connective is not None:
+            kids = []
+            while self.more():
+                kids.append(self.formula(depth + 1))
+            self.close(op, "(" + head.text)
+            if not kids:
+                raise self.error(f"'{head.text}' needs at least one formula", op)
+            if connective is Not:
+                if len(kids) != 1:
+                    raise self.error(f"'{head.text}' takes exactly one formula", kids[1].pos)
+                return Not(kids[0], pos=op.pos)
+            return connective(tuple(kids), pos=op.pos)
+        if _NUMBER.fullmatch(head.text) or head.text.startswith(":") or head.text == "-":
+            raise self.error(f"expected a predicate name, got {_desc(head)}", head)
+        args: list = []
+        where: list[Pos] = []
+        while self.more():
+            tok = self.peek()
+            where.append(tok.pos)
+            if tok.kind == "(":
+                args.append(self.part_ids())
+            elif _NUMBER.fullmatch(tok.text):
+                args.append(self.number())
+            else:
+                args.append(self.take().text)
+        self.close(op, "(" + head.text)
+        return Pred(head.text, tuple(args), pos=op.pos, arg_pos=tuple(where))
+
+    def part_ids(self) -> tuple[int, ...]:
+        op = self.open("'(' to start a list of part ids")
+        ids = []
+        while self.more():
+            tok = self.take()
+            if tok.kind != "atom" or not _INT.fullmatch(tok.text):
+                raise self.error(f"expected a non-negative integer part id, got {_desc(tok)}",
+                                 tok)
+            ids.append(int(tok.text))
+        self.close(op, "(")
+        if not ids:
+            raise self.error("expected at least one part id in '( )'", op)
+        return tuple(ids)
+
+    def block_moving_objects(self, op: _Tok, label: str) -> tuple[MovingObject, ...]:
+        out = []
+        while self.more():
+            out.append(self.moving_object())
+        self.close(op, label)
+        return tuple(out)
+
+    def moving_object(self) -> MovingObject:
+        op = self.open("'(' to start a moving object such as (name (:motion_type linear) ...)")
+        name = self.atom("a moving object name")
+        motion_type: str | None = None
+        attrs = []
+        while self.more():
+            aop = self.open("'(' to start a motion attribute such as (:motion_period 6.25 s)")
+            key = self.atom("a motion attribute such as :motion_type")
+            if key.text == ":motion_type":
+                if motion_type is not None:
+                    raise self.error(f"duplicate ':motion_type' for '{name.text}'", aop)
+                tok = self.atom("a motion type", aop, "(:motion_type")
+                motion_type = MOTION_ALIASES.get(tok.text.lower(), tok.text.lower())
+                if motion_type not in MOTION_TYPES:
+                    raise self.error(f"unknown motion type {_desc(tok)} (expected one of "
+                                     f"{', '.join(MOTION_TYPES)})", tok)
+            elif key.text[1:] in MOTION_ATTRS and key.text.startswith(":"):
+                attrs.append(MotionAttr(key.text[1:], self.motion_value(key.text[1:]),
+                                        pos=aop.pos))
+            else:
+                raise self.error(f"unknown motion attribute {_desc(key)} (expected one of "
+                                 f":motion_type, {', '.join(':' + a for a in MOTION_ATTRS)})",
+                                 key)
+            self.close(aop, "(" + key.text)
+        self.close(op, "(" + name.text)
+        if motion_type is None:
+            raise self.error(f"moving object '{name.text}' needs (:motion_type "
+                             f"{' | '.join(MOTION_TYPES)})", op)
+        return MovingObject(name.text, motion_type, tuple(attrs), pos=name.pos)
+
+    def motion_value(self, attr: str):
+        if attr == "motion_period":
+            value = self.number(" (period)")
+            if not self.more():
+                return value
+            unit = self.take()
+            if unit.kind == "atom" and unit.text == "s":
+                return value
+            if unit.kind == "atom" and unit.text == "steps":
+                return _Steps(value)
+            raise self.error(f"expected unit 's' or 'steps', got {_desc(unit)}", unit)
+        if attr in ("motion_travel_dist", "motion_initial_speed"):
+            return self.number()
+        if attr in ("motion_direction", "motion_center"):
+            return self.vector(("x", "y", "z"))
+        if attr == "motion_gravity":
+            return self.vector(("gx", "gy", "gz"))
+        if attr == "motion_loop":
+            return self.boolean()
+        opener = self.open("'(' to start a list of waypoints")
+        points = []
+        while self.more():
+            points.append(self.waypoint())
+        self.close(opener, "(")
+        return tuple(points)
+
+    def waypoint(self) -> tuple[float, ...]:
+        names = ("x", "y", "z", "dx", "dy", "dz")
+        op = self.open("'(' to start a waypoint (x y z dx dy dz)")
+        values: list[float] = []
+        while self.more():
+            if self.peek().kind == "(" and len(values) == 3:  # VLA-Arena's (x y z (dx dy dz))
+                values += self.vector(names[3:])
+            else:
+                values.append(self.number(f" ({names[len(values)]})" if len(values) < 6
+                                          else ""))
+        self.close(op, "(")
+        if len(values) != 6:
+            raise self.error(f"expected 6 numbers (x y z dx dy dz), got {len(values)}", op)
+        return tuple(values)
+
+    def block_image_settings(self, op: _Tok, label: str) -> tuple[Setting, ...]:
+        out = []
+        while self.more():
+            key = self.atom("an image setting name", op, label)
+            if key.text not in IMAGE_KEYS:
+                raise self.error(f"unknown image setting {_desc(key)} (expected one of "
+                                 f"{', '.join(IMAGE_KEYS)})", key)
+            out.append(Setting(key.text, self.number(f" for {key.text}"), pos=key.pos))
+        self.close(op, label)
+        return tuple(out)
+
+    def block_noise(self, op: _Tok, label: str) -> Noise:
+        kind = self.atom("a noise type (gaussian or salt_pepper)", op, label)
+        if kind.text not in NOISE_PARAMS:
+            raise self.error(f"unknown noise type {_desc(kind)} (expected gaussian or "
+                             "salt_pepper)", kind)
+        params = tuple(self.number(f" ({p})") for p in NOISE_PARAMS[kind.text])
+        self.close(op, label)
+        return Noise(kind.text, params, pos=op.pos)
+
+    def block_camera(self, op: _Tok, label: str) -> tuple[Camera, ...]:
+        cams = []
+        while self.more():
+            tok = self.peek()
+            if tok.kind == "(":
+                raise self.error("expected a camera name before the offset '(dx dy dz)'", tok)
+            name = self.take()
+            offset = None
+            if (nxt := self.peek()) is not None and nxt.kind == "(":
+                offset = self.vector(("dx", "dy", "dz"))
+            cams.append(Camera(name.text, offset, pos=name.pos))
+        self.close(op, label)
+        return tuple(cams)
+
+    def block_random_color(self, op: _Tok, label: str) -> bool:
+        value = self.boolean()
+        self.close(op, label)
+        return value
+
+
+def parse_task(text: str, source: str = "<text>", *,
+               control_freq: float | None = None) -> Problem:
+    """Parse CBDDL text into a :class:`Problem`; ``source`` names the file in errors.
+
+    ``control_freq`` (Hz) converts ``steps`` periods when the task has no ``(:control_freq)``.
+    """
+    if control_freq is not None and not (math.isfinite(control_freq) and control_freq > 0):
+        raise TaskError(f"control_freq must be a positive number of Hz, got {control_freq!r}",
+                        source=source)
+    return _Parser(text, source).problem(control_freq)
+
+
+def parse_file(path: str | Path, *, control_freq: float | None = None) -> Problem:
+    """Read and parse a ``.bddl`` file (UTF-8)."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TaskError(f"cannot read task file: {exc.strerror or exc}", source=source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start].decode("utf-8", errors="replace")
+        line = before.count("\n") + 1
+        raise TaskError("not valid UTF-8", source=source, line=line,
+                        column=len(before) - before.rfind("\n")) from None
+    return parse_task(text, source, control_freq=control_freq)

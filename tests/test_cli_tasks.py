@@ -1,0 +1,64 @@
+"""`robosafe tasks` commands as real processes."""
+
+import json
+from pathlib import Path
+
+from test_cli import run
+
+from robosafe.tasks import parse_file, parse_task
+from robosafe.tasks.language import semantic_slots
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks"
+                   / "examples").glob("*.bddl"))
+
+
+def test_check_examples():
+    proc = run("tasks", "check", *map(str, EXAMPLES), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = {Path(r["file"]).name: r for r in json.loads(proc.stdout)}
+    every = data["every_block.bddl"]["summary"]
+    assert {t["timing"] for t in every["cost_terms"]} == {"instantaneous", "terminal"}
+    assert sorted(every["moving_objects"].values()) == ["circular", "linear", "projectile",
+                                                        "waypoint"]
+    assert every["perturbations"]["noise"]["kind"] in ("gaussian", "salt_pepper")
+
+
+def test_check_reports_line_and_column(tmp_path):
+    bad = tmp_path / "bad.bddl"
+    text = EXAMPLES[-1].read_text().replace("(:obj_of_interest", "(:obj_of_interest ghost_1", 1)
+    bad.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "ghost_1" in ln)
+    proc = run("tasks", "check", str(bad), str(EXAMPLES[0]))
+    assert proc.returncode == 2
+    assert f"bad.bddl:{line}:" in proc.stderr and "ghost_1" in proc.stderr
+    assert EXAMPLES[0].name in proc.stdout  # the valid file is still summarised
+    unparsable = tmp_path / "u.bddl"
+    unparsable.write_text("(define (problem x)\n  (:objects a - b\n")
+    proc = run("tasks", "check", str(unparsable))
+    assert proc.returncode == 2 and "u.bddl:" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_fmt_round_trips_and_writes(tmp_path):
+    for path in EXAMPLES:
+        out = run("tasks", "fmt", str(path)).stdout
+        assert parse_task(out) == parse_file(path)
+    copy = tmp_path / "x.bddl"
+    copy.write_text(EXAMPLES[0].read_text())
+    assert run("tasks", "fmt", str(copy), "--write").returncode == 0
+    assert copy.read_text() == run("tasks", "fmt", str(EXAMPLES[0])).stdout
+
+
+def test_perturb_language_is_deterministic(tmp_path):
+    path = next(p for p in EXAMPLES if p.name == "libero_pick_place.bddl")
+    a = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
+                       "--n", "3", "--json").stdout)
+    b = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
+                       "--n", "3", "--json").stdout)
+    assert a == b and len(a) == 3 and len({v["text"] for v in a}) == 3
+    assert all(len(v["substitutions"]) == 2 for v in a)
+    short = tmp_path / "short.bddl"
+    short.write_text(path.read_text().replace(parse_file(path).language, "Pick up the bowl"))
+    slots = len(semantic_slots("Pick up the bowl"))
+    proc = run("tasks", "perturb-language", str(short), "--level", str(slots + 1))
+    assert proc.returncode == 2 and f"has {slots} substitutable slot" in proc.stderr
