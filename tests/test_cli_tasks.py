@@ -62,3 +62,10 @@ def test_perturb_language_is_deterministic(tmp_path):
     slots = len(semantic_slots("Pick up the bowl"))
     proc = run("tasks", "perturb-language", str(short), "--level", str(slots + 1))
     assert proc.returncode == 2 and f"has {slots} substitutable slot" in proc.stderr
+
+
+def test_fmt_json_reports_changes(tmp_path):
+    copy = tmp_path / "x.bddl"
+    copy.write_text(EXAMPLES[0].read_text() + "\n; trailing comment\n")
+    out = json.loads(run("tasks", "fmt", str(copy), "--json").stdout)
+    assert out["changed"] and parse_task(out["text"]) == parse_file(copy)

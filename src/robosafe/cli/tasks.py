@@ -110,9 +110,16 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
 @tasks_app.command("fmt")
 @user_errors
 def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
-        write: bool = typer.Option(False, "--write", help="Rewrite the file in place.")) -> None:
+        write: bool = typer.Option(False, "--write", help="Rewrite the file in place."),
+        as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed}.")
+        ) -> None:
     """Print the canonical form of a task file (or rewrite it with --write)."""
     text = write_task(parse_file(file))
+    if as_json:
+        emit_json({"file": str(file), "text": text,
+                   "changed": text != file.read_text(encoding="utf-8")}, None, True)
+    if as_json and not write:
+        return
     if not write:
         typer.echo(text, nl=not text.endswith("\n"))
         return
