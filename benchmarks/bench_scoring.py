@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -44,22 +45,33 @@ def rtamt_text(stl: str, atoms: set[str]) -> str:
     return text
 
 
-def rtamt_robustness(stl: str, signals: dict[str, np.ndarray]) -> float:
+@cache
+def rtamt_spec(stl: str, atoms: frozenset[str]):
+    """One parsed rtamt monitor per formula, reused for every episode (parsing with ANTLR is
+    ~40% of a parse-and-evaluate call; a fair baseline does it once)."""
     import rtamt
 
-    atoms = {k for k, v in signals.items() if v.dtype == bool}
     spec = rtamt.StlDiscreteTimeOfflineSpecification()
-    names = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", stl)) - {"G", "T"})
-    for n in names:
+    for n in formula_names(stl):
         spec.declare_var(n, "float")
-    spec.spec = rtamt_text(stl, atoms & set(names))
+    spec.spec = rtamt_text(stl, set(atoms))
     spec.parse()
-    n_steps = len(next(iter(signals.values())))
+    return spec
+
+
+def formula_names(stl: str) -> list[str]:
+    return sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", stl)) - {"G", "T"})
+
+
+def rtamt_robustness(stl: str, signals: dict[str, np.ndarray]) -> float:
+    names = formula_names(stl)
+    atoms = frozenset(n for n in names if signals[n].dtype == bool)
+    n_steps = len(signals[names[0]])
     data = {"time": list(range(n_steps))}
     for n in names:
         v = signals[n]
         data[n] = list(np.where(v, BIG, -BIG) if v.dtype == bool else v.astype(float))
-    return float(spec.evaluate(data)[0][1])
+    return float(rtamt_spec(stl, atoms).evaluate(data)[0][1])
 
 
 def run_rtamt(path: Path, limit: int, scorer: Scorer) -> tuple[float, int,
