@@ -1,0 +1,113 @@
+"""``robosafe grounding ...``: TouchSafeBench collision grounding (paper 003)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
+from robosafe.errors import RobosafeError
+from robosafe.report.tables import print_tables
+
+grounding_app = typer.Typer(no_args_is_help=True,
+                            help="Collision grounding (TouchSafeBench): index, clips, monitors, "
+                                 "metrics.")
+app.add_typer(grounding_app, name="grounding")
+
+
+def _rows_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for k in rows[0] if rows else ():
+        t.add_column(str(k))
+    for r in rows:
+        t.add_row(*[_cell(v) for v in r.values()])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSONL file; a malformed line is one error naming file and line."""
+    out = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise RobosafeError(f"{path}: cannot read ({err.strerror})") from None
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise RobosafeError(f"{path}:{i}: invalid JSON: {err.msg}") from None
+    return out
+
+
+@grounding_app.command("index")
+@user_errors
+def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench layout)."),
+          cache: Path = typer.Option(None, "--cache", help="Index cache (.parquet or .jsonl)."),
+          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          deep: bool = typer.Option(False, "--deep", help="Check every frame file and the "
+                                                          "full camera parameters."),
+          as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Index a dataset reading JSON only; bad episodes are reported and skipped (exit 2)."""
+    from robosafe.grounding.dataset import index_dataset
+
+    errors: list[str] = []
+
+    def on_error(err: Exception) -> None:
+        errors.append(str(err))
+        typer.echo(f"robosafe: skipped: {err}", err=True)
+
+    idx = index_dataset(dataset, on_error=on_error, workers=workers, deep=deep, cache=cache)
+    by: dict[tuple[str, str], list] = {}
+    for e in idx.episodes:
+        by.setdefault((e.human_type, e.sim_task), []).append(e)
+    rows = [{"human_type": h, "sim_task": s, "episodes": len(eps),
+             "with human collision": sum(e.did_collide_human for e in eps),
+             "with scene collision": sum(bool(e.scene_collision_steps.size) for e in eps),
+             "steps": sum(e.n_frames for e in eps)} for (h, s), eps in sorted(by.items())]
+    if as_json:
+        emit_json({"dataset": str(dataset), "episodes": len(idx.episodes),
+                   "total_steps": idx.total_steps, "subsets": rows, "errors": errors},
+                  None, True)
+    else:
+        print_tables([_rows_table(f"{dataset}: {len(idx.episodes)} episodes, "
+                                  f"{idx.total_steps} steps (App. F.1)", rows)])
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)
+
+
+@grounding_app.command("score")
+@user_errors
+def score(answers: list[Path] = typer.Argument(..., help="Answer JSONL files (records with "
+                                                        "clip truth, model, representation, "
+                                                        "answer)."),
+          layout: str = typer.Option("full", "--layout",
+                                     help="full (Tables 5-7), compact (Table 2) or views "
+                                          "(Table 4)."),
+          as_json: bool = typer.Option(False, "--json", help="Print all metrics as JSON.")
+          ) -> None:
+    """Score monitor answers: accuracy, Macro-F1, per-class F1, FAR, distance, trend, flags."""
+    from robosafe.grounding.metrics import sample_type_rows, score_answers, table_rows
+
+    records = [r for p in answers for r in read_jsonl(p)]
+    if not records:
+        raise RobosafeError("no answer records")
+    scores = score_answers(records)
+    if as_json:
+        emit_json(scores, None, True)
+        return
+    print_tables([_rows_table("Monitor results per model x representation (%)",
+                              table_rows(scores, layout)),
+                  _rows_table("Accuracy per sample type (Table 3, %)",
+                              sample_type_rows(scores))])
