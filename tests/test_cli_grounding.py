@@ -53,3 +53,39 @@ def test_score_answers(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{oops\n')
     proc = run("grounding", "score", str(tmp_path / "bad.jsonl"))
     assert proc.returncode == 2 and "bad.jsonl:2" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def longer(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gdl") / "data"
+    generate_dataset(root, SyntheticConfig(length_scale=0.6, n_scenes=2, episodes_per_scene=3,
+                                           images=False), seed=1)
+    return root
+
+
+def test_clips_are_balanced_and_deterministic(longer, tmp_path):
+    from robosafe.grounding.sampler import read_clip_index
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.parquet"
+    out = json.loads(run("grounding", "clips", str(longer), "--task", "1", "--out", str(a),
+                         "--seed", "3", "--json").stdout)
+    run("grounding", "clips", str(longer), "--task", "1", "--out", str(b), "--seed", "3")
+    ca, cb = read_clip_index(a), read_clip_index(b)
+    assert [c.clip_id for c in ca] == [c.clip_id for c in cb] and len(ca) == out["clips"]
+    per_label = {lab: sum(r["clips"] for r in out["by_type"] if r["label"] == lab)
+                 for lab in "ABC"}
+    assert len(set(per_label.values())) == 1
+    capped = json.loads(run("grounding", "clips", str(longer), "--task", "2", "--out",
+                            str(tmp_path / "c.jsonl"), "--param", "clips_per_class=4",
+                            "--json").stdout)
+    assert capped["clips"] == 12
+    bad = run("grounding", "clips", str(longer), "--task", "1", "--out", str(a), "--param",
+              "gap=3")
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+
+
+def test_sweep_tables(longer):
+    tables = json.loads(run("grounding", "sweep", str(longer), "--json").stdout)
+    rows = tables["table11_gap_threshold"]
+    assert [r["value"] for r in rows] == sorted(r["value"] for r in rows)
+    assert all(r["events"] >= r["episodes_with_events"] for r in rows if r["events"])

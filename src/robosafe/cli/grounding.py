@@ -111,3 +111,90 @@ def score(answers: list[Path] = typer.Argument(..., help="Answer JSONL files (re
                               table_rows(scores, layout)),
                   _rows_table("Accuracy per sample type (Table 3, %)",
                               sample_type_rows(scores))])
+
+
+def _sampler_params(overrides: list[str]):
+    from dataclasses import fields, replace
+
+    from robosafe.grounding.sampler import SamplerParams
+
+    params = SamplerParams()
+    kinds = {f.name: f.type for f in fields(SamplerParams)}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in kinds:
+            raise RobosafeError(f"--param {item!r}: expected NAME=VALUE with NAME one of "
+                                f"{', '.join(kinds)}")
+        default = getattr(params, key)
+        try:
+            if isinstance(default, bool):
+                value: Any = raw.lower() in ("1", "true", "yes")
+            elif isinstance(default, tuple):
+                value = tuple(int(x) for x in raw.split(","))
+            elif isinstance(default, int) or default is None:
+                value = int(raw)
+            else:
+                value = float(raw)
+        except ValueError:
+            raise RobosafeError(f"--param {item!r}: {raw!r} is not a valid value") from None
+        params = replace(params, **{key: value})
+    return params
+
+
+@grounding_app.command("clips")
+@user_errors
+def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
+          task: int = typer.Option(..., "--task", min=1, max=2, help="1 (state) or 2 (warning)."),
+          out: Path = typer.Option(..., "--out", help="Clip index (.jsonl or .parquet)."),
+          seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+          param: list[str] = typer.Option([], "--param",
+                                          help="Override a sampler parameter, NAME=VALUE "
+                                               "(e.g. gap_threshold=45, clips_per_class=150)."),
+          cache: Path = typer.Option(None, "--cache", help="Index cache file."),
+          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          as_json: bool = typer.Option(False, "--json", help="Print a JSON summary.")) -> None:
+    """Sample balanced evaluation clips with the paper's rules (App. F, Table 9)."""
+    from collections import Counter
+
+    from robosafe.grounding.dataset import index_dataset
+    from robosafe.grounding.sampler import sample_clips, write_clip_index
+
+    params = _sampler_params(param)
+    errors: list[str] = []
+    idx = index_dataset(dataset, on_error=lambda e: errors.append(str(e)), workers=workers,
+                        cache=cache)
+    for e in errors:
+        typer.echo(f"robosafe: skipped: {e}", err=True)
+    result = sample_clips(idx.episodes, task, params, seed)
+    write_clip_index(result, out)
+    counts = Counter((c.label, c.sample_type) for c in result)
+    rows = [{"label": lab, "sample_type": st, "clips": n} for (lab, st), n in sorted(counts.items())]
+    if as_json:
+        emit_json({"out": str(out), "task": task, "clips": len(result), "by_type": rows,
+                   "errors": errors}, None, True)
+    else:
+        print_tables([_rows_table(f"Task {task}: {len(result)} clips written to {out}", rows)])
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)
+
+
+@grounding_app.command("sweep")
+@user_errors
+def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
+          task: int = typer.Option(1, "--task", min=1, max=2, help="Task whose candidates to "
+                                                                   "count."),
+          cache: Path = typer.Option(None, "--cache", help="Index cache file."),
+          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Sampler parameter sweeps shaped like Tables 11-15 (events, episodes, median size)."""
+    from robosafe.grounding.dataset import index_dataset
+    from robosafe.grounding.sampler import sweep_all
+
+    idx = index_dataset(dataset, workers=workers, cache=cache)
+    tables = sweep_all(idx.episodes, task)
+    if as_json:
+        emit_json(tables, None, True)
+        return
+    print_tables([_rows_table(name.replace("_", " ", 1),
+                              [{k: v for k, v in r.items() if k != "candidates"} for r in rows])
+                  for name, rows in tables.items()])
