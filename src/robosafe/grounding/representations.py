@@ -1,0 +1,265 @@
+"""Images for one TouchSafeBench clip in each Stage I representation (paper 003, Sec. 4, App. E).
+
+``clip_images`` returns the encoded images of a clip in exactly the order
+``prompts.image_sequence`` announces (frame-major; within a view the representation's channels,
+RGB before depth for RGB-D). Each image is PNG or JPEG bytes; ``ClipImage.data_url`` gives the
+base64 data URL a chat-completions API takes.
+
+Decisions where the paper is silent:
+
+* **RGB** frames are sent as the dataset's own JPEG bytes, never re-encoded (no second
+  compression loss, and the bytes hash is stable for the answer cache).
+* **Depth** (grey) is re-encoded as an 8-bit PNG on a fixed 0-10 m scale (black = 0 m, white =
+  10 m or farther), which is what ``prompts.yaml`` tells the model, whatever ``max_depth_m`` an
+  episode was recorded with.
+* **Colourised depth**: the paper does not name its colormap. We use matplotlib ``turbo_r`` over
+  the same 0-10 m scale: turbo is the perceptually ordered successor of jet, and reversed so near
+  surfaces are red and far ones blue, the convention of common depth visualisations (near = warm).
+  ``colormap=`` selects another matplotlib colormap.
+* **RGB-D** is two separate images per view (RGB, then the depth map), not a side-by-side
+  composite: ``prompts.yaml`` declares two channels per view and the prompt counts them.
+* **Predicted depth** comes from a pluggable :class:`DepthPredictor` (RGB uint8 (H, W, 3) ->
+  metric depth (H, W) in metres); no model is bundled. Register one with
+  :func:`register_depth_predictor` or pass ``depth_predictor=``; the ``pred_*`` / ``rgbd_pred*``
+  representations raise a :class:`RobosafeError` without one. A relative-depth model must be
+  wrapped to return metres.
+* **Top-down**: ``topdown.mp4`` cannot be decoded without ffmpeg, which robosafe does not depend
+  on. The top-down configuration therefore reads a pre-extracted frame ``topdown.png`` (or
+  ``.jpg``) from the episode directory and raises an error naming the file and the ffmpeg command
+  otherwise. App. E says the video is not frame-synchronised with the cameras, so one image per
+  episode is used for every clip of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+from robosafe.grounding.dataset import frame_path, load_depth_m, load_rgb
+from robosafe.grounding.prompts import (
+    normalize_representation,
+    prompt_data,
+    resolve_views,
+)
+
+DISPLAY_MAX_DEPTH_M = 10.0  # the scale prompts.yaml describes to the model
+DEPTH_COLORMAP = "turbo_r"
+TOPDOWN_FILES = ("topdown.png", "topdown.jpg", "topdown.jpeg")
+
+# What each channel of a representation is made of, in prompts.yaml's channel order.
+CHANNEL_KINDS: dict[str, tuple[str, ...]] = {
+    "rgb": ("rgb",),
+    "depth": ("depth",),
+    "depth_color": ("depth_color",),
+    "pred_depth": ("pred_depth",),
+    "pred_depth_color": ("pred_depth_color",),
+    "rgbd": ("rgb", "depth"),
+    "rgbd_color": ("rgb", "depth_color"),
+    "rgbd_pred": ("rgb", "pred_depth"),
+    "rgbd_pred_color": ("rgb", "pred_depth_color"),
+}
+
+
+@runtime_checkable
+class DepthPredictor(Protocol):
+    """Monocular depth estimator: RGB uint8 (H, W, 3) -> depth in metres, float (H, W)."""
+
+    def __call__(self, rgb: np.ndarray, /) -> np.ndarray: ...
+
+
+_predictor: DepthPredictor | None = None
+# Model objects are rarely safe to call from several threads at once (the client builds images
+# in worker threads), so predictor calls are serialised.
+_predictor_lock = threading.Lock()
+
+
+def register_depth_predictor(predictor: DepthPredictor | None) -> None:
+    """Set (or with None, clear) the process-wide depth predictor for the ``pred_*`` inputs."""
+    global _predictor
+    if predictor is not None and not callable(predictor):
+        raise RobosafeError(f"a depth predictor must be callable, got {type(predictor).__name__}")
+    _predictor = predictor
+
+
+def get_depth_predictor() -> DepthPredictor | None:
+    return _predictor
+
+
+def needs_depth_predictor(representation: str) -> bool:
+    return any(k.startswith("pred_") for k in CHANNEL_KINDS[normalize_representation(
+        representation)])
+
+
+def resolve_depth_predictor(representation: str,
+                            depth_predictor: DepthPredictor | None = None) -> DepthPredictor | None:
+    """The predictor a representation will use; raises if it needs one and none is set."""
+    predictor = depth_predictor if depth_predictor is not None else _predictor
+    if predictor is None and needs_depth_predictor(representation):
+        raise RobosafeError(
+            f"representation {normalize_representation(representation)!r} needs predicted depth, "
+            "but no depth predictor is registered: call robosafe.grounding.representations."
+            "register_depth_predictor(fn) with fn(rgb uint8 HxWx3) -> depth metres HxW "
+            "(no model is bundled)")
+    return predictor
+
+
+@dataclass(frozen=True)
+class ClipImage:
+    """One encoded image: time point (1..n, 0 for the top-down map), camera, the prompt's channel
+    name, what it shows (``kind``), MIME type and bytes."""
+
+    time: int
+    camera: str
+    channel: str
+    kind: str
+    mime: str
+    data: bytes
+
+    def data_url(self) -> str:
+        return f"data:{self.mime};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+
+def images_digest(images: Sequence[ClipImage]) -> str:
+    """SHA-256 over the images' MIME types and bytes, in order (the answer-cache key part)."""
+    h = hashlib.sha256()
+    for im in images:
+        h.update(f"{im.mime}:{len(im.data)}:".encode())
+        h.update(im.data)
+    return h.hexdigest()
+
+
+def clip_images(clip: Mapping[str, Any], dataset_root: str | os.PathLike[str],
+                representation: str = "rgb", views: str | Sequence[str] = "ego", *,
+                depth_predictor: DepthPredictor | None = None,
+                colormap: str = DEPTH_COLORMAP) -> list[ClipImage]:
+    """The clip's images in ``prompts.image_sequence(representation, views, len(frames))`` order.
+
+    ``clip`` needs ``episode_dir`` (relative to ``dataset_root``) and ``frames`` (one simulation
+    step per time point)."""
+    rep = normalize_representation(representation)
+    cams = resolve_views(views)
+    episode_dir = Path(dataset_root) / str(clip["episode_dir"])
+    frames = [int(f) for f in clip["frames"]]
+    if not cams:
+        if rep != "rgb":
+            raise RobosafeError(f"the top-down map is an RGB rendering; representation {rep!r} "
+                                "is not available with views='topdown' (use 'rgb')")
+        return [topdown_image(episode_dir)]
+    predictor = resolve_depth_predictor(rep, depth_predictor)
+    channels = prompt_data()["representations"][rep]["channels"]
+    kinds = CHANNEL_KINDS[rep]
+    if len(channels) != len(kinds):  # prompts.yaml and this table must describe the same inputs
+        raise RobosafeError(f"prompts.yaml: representation {rep!r} lists {len(channels)} "
+                            f"channels, the renderer knows {len(kinds)}")
+    out = []
+    for t, frame in enumerate(frames, 1):
+        for cam in cams:
+            for channel, kind in zip(channels, kinds, strict=True):
+                mime, data = _render(episode_dir, cam, frame, kind, predictor, colormap)
+                out.append(ClipImage(t, cam, channel, kind, mime, data))
+    return out
+
+
+def topdown_image(episode_dir: str | os.PathLike[str]) -> ClipImage:
+    """The pre-extracted top-down frame of an episode (module doc)."""
+    ep = Path(episode_dir)
+    for name in TOPDOWN_FILES:
+        if (ep / name).is_file():
+            mime, data = _file_image(ep / name)
+            return ClipImage(0, "topdown", "top-down map", "topdown", mime, data)
+    raise RobosafeError(
+        f"{ep / 'topdown.mp4'}: the top-down video cannot be decoded without ffmpeg; extract one "
+        f"frame to {ep / 'topdown.png'} first (e.g. ffmpeg -i topdown.mp4 -frames:v 1 "
+        "topdown.png)")
+
+
+def depth_to_gray(depth_m: np.ndarray) -> np.ndarray:
+    """Metres -> uint8 grey, 0 m black, ``DISPLAY_MAX_DEPTH_M`` or farther white."""
+    d = np.nan_to_num(np.asarray(depth_m, dtype=np.float64), nan=DISPLAY_MAX_DEPTH_M,
+                      posinf=DISPLAY_MAX_DEPTH_M, neginf=0.0)
+    return np.clip(np.rint(d / DISPLAY_MAX_DEPTH_M * 255.0), 0, 255).astype(np.uint8)
+
+
+def depth_to_color(depth_m: np.ndarray, colormap: str = DEPTH_COLORMAP) -> np.ndarray:
+    """Metres -> uint8 RGB through a matplotlib colormap over 0..``DISPLAY_MAX_DEPTH_M``."""
+    return _colormap_lut(colormap)[depth_to_gray(depth_m)]
+
+
+@lru_cache(maxsize=8)
+def _colormap_lut(name: str) -> np.ndarray:
+    import matplotlib
+
+    try:
+        cmap = matplotlib.colormaps[name]
+    except KeyError:
+        raise RobosafeError(f"unknown matplotlib colormap {name!r}") from None
+    return np.rint(cmap(np.linspace(0.0, 1.0, 256))[:, :3] * 255).astype(np.uint8)
+
+
+def _render(episode_dir: Path, cam: str, frame: int, kind: str,
+            predictor: DepthPredictor | None, colormap: str) -> tuple[str, bytes]:
+    if kind == "rgb":
+        return _file_image(frame_path(episode_dir, cam, "rgb", frame))
+    if kind.startswith("pred_"):
+        depth = _predict(predictor, load_rgb(episode_dir, cam, frame))
+    else:
+        depth = load_depth_m(episode_dir, cam, frame)
+    pixels = depth_to_color(depth, colormap) if kind.endswith("_color") else depth_to_gray(depth)
+    return "image/png", _png(pixels)
+
+
+def _predict(predictor: DepthPredictor | None, rgb: np.ndarray) -> np.ndarray:
+    assert predictor is not None  # resolve_depth_predictor checked it
+    with _predictor_lock:
+        depth = np.asarray(predictor(rgb), dtype=np.float64)
+    if depth.ndim == 3 and depth.shape[-1] == 1:
+        depth = depth[..., 0]
+    if depth.ndim != 2:
+        raise RobosafeError(f"the depth predictor returned shape {depth.shape}; expected (H, W) "
+                            "depth in metres")
+    if depth.shape != rgb.shape[:2]:  # models often predict at their own resolution
+        from PIL import Image
+
+        depth = np.asarray(Image.fromarray(depth.astype(np.float32)).resize(
+            (rgb.shape[1], rgb.shape[0]), Image.Resampling.BILINEAR), dtype=np.float64)
+    return depth
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _file_image(path: Path) -> tuple[str, bytes]:
+    """JPEG / PNG files verbatim; any other image format PIL reads is re-encoded as PNG."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RobosafeError(f"{path}: missing frame file (a JSON-only dataset has no images)")\
+            from None
+    except OSError as e:
+        raise RobosafeError(f"{path}: unreadable image ({e})") from None
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            fmt = im.format
+            if fmt in ("JPEG", "PNG"):
+                return f"image/{fmt.lower()}", data
+            return "image/png", _png(np.asarray(im.convert("RGB")))
+    except (UnidentifiedImageError, OSError) as e:
+        raise RobosafeError(f"{path}: unreadable image ({e})") from None
