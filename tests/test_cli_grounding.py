@@ -89,3 +89,46 @@ def test_sweep_tables(longer):
     rows = tables["table11_gap_threshold"]
     assert [r["value"] for r in rows] == sorted(r["value"] for r in rows)
     assert all(r["events"] >= r["episodes_with_events"] for r in rows if r["events"])
+
+
+def test_ask_and_baseline_end_to_end(tmp_path):
+    """clips -> ask (real HTTP server on loopback) and baseline -> score, through the CLI."""
+    import threading
+
+    from test_grounding_client import CONFIG, FakeChat
+
+    from robosafe.grounding.dataset import index_dataset
+    from robosafe.grounding.sampler import candidate_clips, write_clip_index
+
+    root = tmp_path / "ds"
+    generate_dataset(root, CONFIG, seed=3)
+    clips = [c for task in (1, 2) for c in candidate_clips(index_dataset(root).episodes, task)]
+    assert clips
+    index = tmp_path / "clips.jsonl"
+    write_clip_index(clips[:6], index)
+
+    fake = FakeChat()
+    threading.Thread(target=fake.server.serve_forever, daemon=True).start()
+    try:
+        answers = tmp_path / "vlm.jsonl"
+        proc = run("grounding", "ask", str(index), "--dataset", str(root), "--model", "m",
+                   "--endpoint", fake.url, "--out", str(answers), "--concurrency", "2")
+        assert proc.returncode == 0, proc.stderr
+        assert len(fake) == min(6, len(clips))
+        again = run("grounding", "ask", str(index), "--dataset", str(root), "--model", "m",
+                    "--endpoint", fake.url, "--out", str(answers))
+        assert again.returncode == 0 and len(fake) == min(6, len(clips))  # all cached
+    finally:
+        fake.release.set()
+        fake.server.shutdown()
+        fake.server.server_close()
+    base = tmp_path / "base.jsonl"
+    assert run("grounding", "baseline", str(index), "--dataset", str(root), "--out",
+               str(base)).returncode == 0
+    data = json.loads(run("grounding", "score", str(answers), str(base), "--json").stdout)
+    models = {c["model"] for c in data["conditions"]}
+    assert models == {"m", "geometric-baseline"}
+    unreachable = run("grounding", "ask", str(index), "--dataset", str(root), "--model", "m",
+                      "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "x.jsonl"),
+                      "--cache", str(tmp_path / "none.jsonl"))
+    assert unreachable.returncode == 2 and "127.0.0.1:9" in unreachable.stderr

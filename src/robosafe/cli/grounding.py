@@ -198,3 +198,83 @@ def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
     print_tables([_rows_table(name.replace("_", " ", 1),
                               [{k: v for k, v in r.items() if k != "candidates"} for r in rows])
                   for name, rows in tables.items()])
+
+
+def _clip_records(path: Path) -> list[dict[str, Any]]:
+    from robosafe.grounding.sampler import read_clip_index
+
+    return [c.to_record() for c in read_clip_index(path)]
+
+
+def _write_answers(records: list[dict[str, Any]], out: Path | None, as_json: bool) -> None:
+    text = "".join(json.dumps(r, default=_json_default) + "\n" for r in records)
+    if out:
+        out.write_text(text, encoding="utf-8")
+    if as_json:
+        typer.echo(text, nl=False)
+
+
+def _json_default(v: Any) -> Any:
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
+@grounding_app.command("ask")
+@user_errors
+def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parquet)."),
+        dataset: Path = typer.Option(..., "--dataset", help="Dataset root."),
+        model: str = typer.Option(..., "--model", help="Model name at the endpoint."),
+        endpoint: str = typer.Option(..., "--endpoint",
+                                     help="OpenAI-compatible base URL, e.g. "
+                                          "http://localhost:8000/v1 (vLLM)."),
+        representation: str = typer.Option("rgb", "--representation",
+                                           help="rgb, depth, depth_color, rgbd, rgbd_color, "
+                                                "pred_*"),
+        views: str = typer.Option("ego", "--views", help="ego, all or topdown."),
+        out: Path = typer.Option(..., "--out", help="Answer records (JSONL)."),
+        cache: Path = typer.Option(None, "--cache",
+                                   help="Answer cache (JSONL); defaults to OUT.cache.jsonl, so "
+                                        "an interrupted run resumes."),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env",
+                                        help="Environment variable holding the API key."),
+        concurrency: int = typer.Option(4, "--concurrency", min=1, help="Parallel requests."),
+        as_json: bool = typer.Option(False, "--json", help="Also print the records.")) -> None:
+    """Ask a vision-language model about every clip (Sec. 4); answers are cached and resumable."""
+    from rich.progress import Progress
+
+    from robosafe.grounding.client import ask_clips
+
+    records = _clip_records(clips_file)
+    with Progress(transient=True, disable=as_json) as bar:
+        job = bar.add_task("asking", total=len(records))
+        answers = ask_clips(records, dataset, model, endpoint, representation, views,
+                            cache=cache or out.with_suffix(".cache.jsonl"),
+                            api_key_env=api_key_env, concurrency=concurrency,
+                            progress=lambda done, total: bar.update(job, completed=done))
+    if views != "ego":  # tables are per model x representation: keep view settings apart
+        for r in answers:
+            r["representation"] = f"{r['representation']} ({views})"
+    _write_answers(answers, out, as_json)
+    failed = sum(bool(r.get("error")) for r in answers)
+    if not as_json:
+        typer.echo(f"{len(answers)} answers written to {out}"
+                   + (f"; {failed} failed requests recorded as invalid" if failed else ""))
+
+
+@grounding_app.command("baseline")
+@user_errors
+def baseline(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parquet)."),
+             dataset: Path = typer.Option(..., "--dataset", help="Dataset root."),
+             out: Path = typer.Option(..., "--out", help="Answer records (JSONL)."),
+             no_depth: bool = typer.Option(False, "--no-depth",
+                                           help="Use trajectory geometry only."),
+             as_json: bool = typer.Option(False, "--json", help="Also print the records.")
+             ) -> None:
+    """Geometric baseline monitor: distance, trend and arm depth, answering in the VLM JSON."""
+    from robosafe.grounding.baseline import baseline_answers
+
+    answers = baseline_answers(_clip_records(clips_file), dataset, use_depth=not no_depth)
+    _write_answers(answers, out, as_json)
+    if not as_json:
+        typer.echo(f"{len(answers)} answers written to {out}")
