@@ -221,11 +221,19 @@ def test_predicted_depth_needs_a_predictor(dataset) -> None:
                          depth_predictor=lambda rgb: np.zeros(5))
 
 
-def test_topdown_needs_a_pre_extracted_frame(dataset, tmp_path: Path) -> None:
-    _root, clips = dataset
+def test_topdown_from_the_video_or_a_pre_extracted_frame(dataset, tmp_path: Path) -> None:
+    root, clips = dataset
+    pytest.importorskip("av")
+    (video,) = reps.clip_images(clips[0], root, "rgb", "topdown")  # decoded from topdown.mp4
+    with Image.open(io.BytesIO(video.data)) as im:
+        pixels = np.asarray(im.convert("RGB"))
+    assert video.mime == "image/png" and pixels.shape[0] == 64
+    r, b = pixels[..., 0].astype(int), pixels[..., 2].astype(int)
+    assert ((r - b) > 80).any() and ((b - r) > 80).any()  # the red robot and blue human dots
     clip = {**clips[0], "episode_dir": "ep"}
     (tmp_path / "ep").mkdir()
-    with pytest.raises(RobosafeError, match=r"topdown\.mp4.*ffmpeg"):
+    (tmp_path / "ep" / "topdown.mp4").write_bytes(b"not a video")
+    with pytest.raises(RobosafeError, match=r"topdown\.mp4: cannot decode"):
         reps.clip_images(clip, tmp_path, "rgb", "topdown")
     Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "ep" / "topdown.png")
     (image,) = reps.clip_images(clip, tmp_path, "rgb", "topdown")

@@ -902,10 +902,44 @@ def write_episode(root: str | os.PathLike[str], record: EpisodeRecord, *,
         "max_depth_m": record.max_depth_m, "sensors": {DEPTH_SENSORS[v]: n for v in VIEWS}})
     _write_camera_params(ep / "camera_params.json", record, ids)
     _write_trajectory(ep / "trajectory.json", record)
-    (ep / "topdown.mp4").write_bytes(MP4_PLACEHOLDER)
+    if frames is None or not write_topdown_video(ep / "topdown.mp4", record):
+        (ep / "topdown.mp4").write_bytes(MP4_PLACEHOLDER)
     if frames is not None:
         _write_frames(ep, record, frames)
     return ep
+
+
+def write_topdown_video(path: Path, record: EpisodeRecord, size: int = 64,
+                        every: int = 10) -> bool:
+    """A real top-down video of the floor plan (robot red, human blue), one frame per ``every``
+    steps, when PyAV is installed (the ``video`` extra); False if it is not."""
+    try:
+        import av
+    except ImportError:
+        return False
+    pts = np.concatenate([record.robot_pos[:, [0, 2]], record.human_pos[:, [0, 2]]])
+    lo, span = pts.min(axis=0), np.ptp(pts, axis=0).max() + 1.0
+
+    def pixel(p: np.ndarray) -> tuple[int, int]:
+        x, z = ((p[[0, 2]] - lo) / span * (size - 8) + 4).astype(int)
+        return z, x
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("mpeg4", rate=max(1, 30 // every))
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for t in range(0, max(record.n_steps, 1), every):
+            img = np.full((size, size, 3), 235, np.uint8)
+            for pos, colour in ((record.robot_pos, (220, 40, 40)), (record.human_pos,
+                                                                    (40, 60, 220))):
+                if record.n_steps:
+                    r, c = pixel(pos[t])
+                    img[max(r - 2, 0):r + 2, max(c - 2, 0):c + 2] = colour
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return True
 
 
 def _write_camera_params(path: Path, record: EpisodeRecord, ids: dict[str, Any]) -> None:

@@ -172,16 +172,27 @@ def clip_images(clip: Mapping[str, Any], dataset_root: str | os.PathLike[str],
 
 
 def topdown_image(episode_dir: str | os.PathLike[str]) -> ClipImage:
-    """The pre-extracted top-down frame of an episode (module doc)."""
+    """The episode's top-down map: a pre-extracted ``topdown.png``/``.jpg`` if present, else the
+    first frame of ``topdown.mp4`` decoded with PyAV (the ``video`` extra). The video is not
+    synchronised with the cameras (App. E), so one frame serves every clip of the episode."""
     ep = Path(episode_dir)
     for name in TOPDOWN_FILES:
         if (ep / name).is_file():
             mime, data = _file_image(ep / name)
             return ClipImage(0, "topdown", "top-down map", "topdown", mime, data)
-    raise RobosafeError(
-        f"{ep / 'topdown.mp4'}: the top-down video cannot be decoded without ffmpeg; extract one "
-        f"frame to {ep / 'topdown.png'} first (e.g. ffmpeg -i topdown.mp4 -frames:v 1 "
-        "topdown.png)")
+    video = ep / "topdown.mp4"
+    try:
+        import av
+    except ImportError:
+        raise RobosafeError(
+            f"{video}: decoding the top-down video needs PyAV (pip install 'robosafe[video]'), "
+            f"or extract one frame to {ep / 'topdown.png'} first") from None
+    try:
+        with av.open(str(video)) as container:
+            frame = next(container.decode(video=0)).to_ndarray(format="rgb24")
+    except (OSError, StopIteration, av.error.FFmpegError) as err:
+        raise RobosafeError(f"{video}: cannot decode a frame ({err})") from None
+    return ClipImage(0, "topdown", "top-down map", "topdown", "image/png", _png(frame))
 
 
 def depth_to_gray(depth_m: np.ndarray) -> np.ndarray:
