@@ -11,6 +11,13 @@ class RobosafeError(Exception):
     """Base class for user-actionable errors."""
 
 
+def located(source: str, line: int | None = None, column: int | None = None) -> str:
+    """``source[:line[:column]]``, the prefix every located error message starts with."""
+    if line is None:
+        return source
+    return f"{source}:{line}" + (f":{column}" if column is not None else "")
+
+
 class TraceError(RobosafeError):
     """A trace file or episode record is malformed.
 
@@ -61,9 +68,5 @@ class TaskError(RobosafeError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = self.source or "<text>"
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
+        where = located(self.source or "<text>", self.line, self.column)
         return f"{where}: {self.message}"

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import RobosafeError, located
 
 HUMAN_TYPES = ("female_2", "male_2", "neutral_0")
 SIM_TASKS = ("social_navigation", "social_rearrangement")
@@ -90,9 +90,7 @@ class DatasetError(RobosafeError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = self.path or ""
-        if self.line is not None:
-            where += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
+        where = located(self.path or "", self.line, self.column)
         return f"{where}: {self.message}" if where else self.message
 
     def to_dict(self) -> dict[str, Any]:
