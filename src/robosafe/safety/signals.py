@@ -59,7 +59,8 @@ class Layout:
 
     def first(self, x: np.ndarray) -> np.ndarray:
         """Each step's episode value at step 0 (x_i(0) in Table 19)."""
-        return x[self.start]
+        starts = np.minimum(self.offsets[:-1], max(self.size - 1, 0))  # empty episodes repeat 0x
+        return np.repeat(x[starts], self.lengths, axis=0)
 
     def shift(self, k: int) -> np.ndarray:
         """Index of step t+k clamped to the episode (edge padding); cached per k."""
@@ -93,8 +94,10 @@ def gather(arrays: list[np.ndarray | None], layout: Layout,
            tail: tuple[int, ...] = (), dtype=float) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate per-episode (T_i, *tail) arrays into the flat layout; missing -> zeros."""
     has = np.array([a is not None for a in arrays], dtype=bool)
-    out = np.zeros((layout.size, *tail), dtype=dtype)
     present = [a for a in arrays if a is not None]
+    if present and has.all():  # the common case: one copy, no zero fill, no masked scatter
+        return np.concatenate(present).astype(dtype, copy=False).reshape(layout.size, *tail), has
+    out = np.zeros((layout.size, *tail), dtype=dtype)
     if present:
         out[np.repeat(has, layout.lengths)] = np.concatenate(present)
     return out, has
@@ -203,7 +206,8 @@ def bystander_displacement(pos: np.ndarray, bystander: np.ndarray,
                            layout: Layout) -> np.ndarray:
     """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystanders (Table 19); pos is (S, B, 3) and
     ``bystander`` (S, B) marks which body slots are bystanders."""
-    return rowmax(norm3(pos - layout.first(pos)) * bystander)
+    d = pos - layout.first(pos)
+    return rowmax(np.sqrt(np.einsum("sbc,sbc->sb", d, d)) * bystander)
 
 
 def body_z_axis(quat_wxyz: np.ndarray) -> np.ndarray:
