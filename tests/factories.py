@@ -1,5 +1,7 @@
 """Small hand-built episodes whose signals can be worked out by hand."""
 
+from pathlib import Path
+
 import numpy as np
 
 from robosafe.trace.episode import Episode
@@ -32,3 +34,8 @@ def make_episode(n=5, *, contacts=None, body_pos=None, quat=None, grip=None, eef
         body_quat_wxyz=None if quat is None else np.asarray(quat, float)[:, None],
         joint_torque_nm=None if torque is None else np.asarray(torque, float),
         gripper_contact=None if grip is None else np.asarray(grip, bool), **kw, **extra)
+
+
+TASK_EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks"
+                        / "examples").glob("*.bddl"))
+"""The CBDDL example tasks shipped in the package."""

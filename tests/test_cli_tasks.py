@@ -3,13 +3,13 @@
 import json
 from pathlib import Path
 
+from factories import TASK_EXAMPLES
 from test_cli import run
 
 from robosafe.tasks import parse_file, parse_task
 from robosafe.tasks.language import semantic_slots
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks"
-                   / "examples").glob("*.bddl"))
+EXAMPLES = TASK_EXAMPLES
 
 
 def test_check_examples():

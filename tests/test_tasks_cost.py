@@ -1,39 +1,12 @@
 """CBDDL cost semantics (VLA-Arena Sec. 4.1, App. 7.4) with hand-computed totals."""
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import pytest
-import yaml
 
 from robosafe.errors import TaskError
+from robosafe.tasks.ast import And, Not, Or, Pred
 from robosafe.tasks.cost import ALPHA, cost_terms, evaluate_cost
 
-
-@dataclass(frozen=True)
-class Pred:
-    name: str
-    args: tuple = ()
-
-
-@dataclass(frozen=True)
-class And:
-    args: tuple
-
-
-@dataclass(frozen=True)
-class Or:
-    args: tuple
-
-
-@dataclass(frozen=True)
-class Not:
-    arg: object
-
-
-CATALOGUE = yaml.safe_load((Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks"
-                            / "data" / "predicates.yaml").read_text())
 T = 6
 TRUTH = {
     Pred("InContact", ("tomato_1", "toy_motorbike_1")): [0, 1, 1, 0, 0, 1],
@@ -49,7 +22,7 @@ def atom(p):
 
 
 def total(cost, **kw):
-    return evaluate_cost(cost, atom, T, catalogue=CATALOGUE, **kw)
+    return evaluate_cost(cost, atom, T, **kw)
 
 
 def test_app_7_4_example_counts_each_term():
@@ -91,12 +64,11 @@ def test_mixed_timing_term_is_rejected():
 
 def test_aliases_resolve():
     p = Pred("CheckGripperDistance", ("candle_1", 0.04))
-    out = evaluate_cost(p, lambda _: np.array([0, 1, 1], bool), 3, success=True,
-                        catalogue=CATALOGUE)
+    out = evaluate_cost(p, lambda _: np.array([0, 1, 1], bool), 3, success=True)
     assert out.total == 2
 
 
 def test_predicate_names_ignore_case_like_the_validator():
     out = evaluate_cost(Pred("fall", ("teapot_1",)), lambda _: np.array([0, 1], bool), 2,
-                        success=False, catalogue=CATALOGUE)
+                        success=False)
     assert out.terminal == ALPHA

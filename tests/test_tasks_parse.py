@@ -3,6 +3,7 @@
 from importlib import resources
 
 import pytest
+from factories import TASK_EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,8 +28,7 @@ from robosafe.tasks import (
 )
 from robosafe.tasks.parser import IMAGE_KEYS, MOTION_ATTRS, MOTION_TYPES, NOISE_PARAMS
 
-EXAMPLES = sorted(p for p in resources.files("robosafe.tasks").joinpath("examples").iterdir()
-                  if p.name.endswith(".bddl"))
+EXAMPLES = TASK_EXAMPLES
 
 
 def example(name: str) -> str:

@@ -1,8 +1,8 @@
 """CBDDL validation and the predicate catalogue (VLA-Arena paper 001, App. 7, Table 3)."""
 
-from importlib import resources
 
 import pytest
+from factories import TASK_EXAMPLES
 
 from robosafe.tasks import (
     Decl,
@@ -18,8 +18,7 @@ from robosafe.tasks import (
 )
 from robosafe.tasks.validate import ARG_KINDS
 
-EXAMPLES = sorted(p for p in resources.files("robosafe.tasks").joinpath("examples").iterdir()
-                  if p.name.endswith(".bddl"))
+EXAMPLES = TASK_EXAMPLES
 
 BASE = """\
 (define (problem t)

@@ -11,7 +11,7 @@ import typer
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
 from robosafe.errors import TaskError
-from robosafe.tasks import load_catalogue, parse_file, validate_task, write_task
+from robosafe.tasks import parse_file, validate_task, write_task
 from robosafe.tasks.cost import cost_terms, predicates, term_timing
 from robosafe.tasks.language import variants
 
@@ -37,11 +37,10 @@ def _arg(a: Any) -> str:
 def summarize(problem, source: str) -> tuple[dict[str, Any], list[TaskError]]:
     """What a task declares, and every problem found (validation + cost-term timing)."""
     errors = list(validate_task(problem, source))
-    catalogue = load_catalogue()
     terms = []
     for term in cost_terms(problem.cost):
         try:
-            timing = term_timing(term, catalogue, source)
+            timing = term_timing(term, source)
         except TaskError as err:
             if not any(str(err) == str(e) for e in errors):
                 errors.append(err)

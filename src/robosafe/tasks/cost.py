@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robosafe.errors import TaskError
+from robosafe.tasks.validate import lookup_predicate
 
 ALPHA = 10.0
 """Terminal-cost weight alpha of VLA-Arena App. 7.4.2."""
@@ -70,14 +71,15 @@ def cost_terms(cost) -> tuple:
     return tuple(cost.args) if _kind(cost) == "And" else (cost,)
 
 
-def term_timing(term, catalogue: dict, source: str = "<text>") -> str:
+def term_timing(term, source: str = "<text>") -> str:
     """'instantaneous' or 'terminal' for a term whose predicates all share one timing.
 
     Names are matched as the validator matches them: ignoring case, with aliases.
     """
     timings = set()
     for p in predicates(term):
-        entry = _entry(catalogue, p.name)
+        found = lookup_predicate(p.name, "cost")
+        entry = None if found is None else found[1]
         if entry is None:
             raise TaskError(f"unknown cost predicate {p.name!r}", source=source,
                             line=_line(p), column=_col(p))
@@ -87,14 +89,6 @@ def term_timing(term, catalogue: dict, source: str = "<text>") -> str:
                         "into separate terms", source=source, line=_line(term),
                         column=_col(term))
     return timings.pop()
-
-
-def _entry(catalogue: dict, name: str) -> dict | None:
-    key = name.lower()
-    for canonical, e in catalogue["cost"].items():
-        if key == canonical.lower() or key in (a.lower() for a in e.get("aliases", ())):
-            return e
-    return None
 
 
 def _line(node) -> int | None:
@@ -129,7 +123,7 @@ def _arena(node, atom: Callable) -> np.ndarray:
     return np.sum(parts, axis=0) if k == "And" else np.max(parts, axis=0)
 
 
-def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool, catalogue: dict,
+def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool,
                   alpha: float = ALPHA, mode: str = "robosafe",
                   source: str = "<text>") -> CostBreakdown:
     """Cumulative cost of one episode (VLA-Arena Sec. 4.1 CC, App. 7.4.2).
@@ -143,7 +137,7 @@ def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool, catalogu
     terminal = 0.0
     contributions = []
     for term in cost_terms(cost):
-        timing = term_timing(term, catalogue, source)
+        timing = term_timing(term, source)
         if mode == "robosafe":
             value = _truth(term, atom).astype(float)
         else:
