@@ -101,14 +101,14 @@ def _col(node) -> int | None:
     return getattr(pos, "column", None)
 
 
-def _truth(node, atom: Callable) -> np.ndarray:
+def truth(node, atom: Callable) -> np.ndarray:
     """Logical value of a formula per step (robosafe semantics)."""
     k = _kind(node)
     if k == "Pred":
         return np.asarray(atom(node), dtype=bool)
     if k == "Not":
-        return ~_truth(node.arg, atom)
-    parts = [_truth(c, atom) for c in node.args]
+        return ~truth(node.arg, atom)
+    parts = [truth(c, atom) for c in node.args]
     return np.logical_and.reduce(parts) if k == "And" else np.logical_or.reduce(parts)
 
 
@@ -139,7 +139,7 @@ def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool,
     for term in cost_terms(cost):
         timing = term_timing(term, source)
         if mode == "robosafe":
-            value = _truth(term, atom).astype(float)
+            value = truth(term, atom).astype(float)
         else:
             value = _arena(term, atom)
         if timing == "instantaneous":

@@ -44,10 +44,15 @@ def _block(name: str, body: list[str], depth: int = 1) -> list[str]:
     return [f"{pad}({name}", *body, f"{pad})"]
 
 
+def atom_text(p: Pred) -> str:
+    """One predicate application as CBDDL text, e.g. ``(CheckForce gripper0 apple_1 8.0)``."""
+    return "(" + " ".join([p.name, *map(_arg, p.args)]) + ")"
+
+
 def _formula(f: Formula, depth: int) -> list[str]:
     pad = _IND * depth
     if isinstance(f, Pred):
-        return [pad + "(" + " ".join([f.name, *map(_arg, f.args)]) + ")"]
+        return [pad + atom_text(f)]
     head = "Not" if isinstance(f, Not) else "And" if isinstance(f, And) else "Or"
     kids = (f.arg,) if isinstance(f, Not) else f.args
     return [f"{pad}({head}", *[ln for k in kids for ln in _formula(k, depth + 1)], f"{pad})"]
