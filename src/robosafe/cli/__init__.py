@@ -59,6 +59,7 @@ def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
 from robosafe.cli import audit as _audit  # noqa: F401
 from robosafe.cli import grounding as _grounding  # noqa: F401
 from robosafe.cli import score as _score  # noqa: F401
+from robosafe.cli import sim as _sim  # noqa: F401
 from robosafe.cli import specs as _specs  # noqa: F401
 from robosafe.cli import stats as _stats  # noqa: F401
 from robosafe.cli import tasks as _tasks  # noqa: F401

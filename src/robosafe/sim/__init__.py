@@ -1,3 +1,20 @@
 """The simulator: CBDDL tasks as MuJoCo worlds on robosuite, with costs, moving objects, visual
 perturbations, and a recorder that turns any robosuite env into safety traces (issue #5,
 VLA-Arena paper 001 Sec. 2-4 and App. 7-8; SafeVLA-Bench paper 000 App. B for the trace)."""
+
+import logging as _logging
+
+
+def _quiet_robosuite() -> None:
+    """Import robosuite without its start-up chatter (private-macro and optional-model
+    warnings, controller-config INFO lines): robosafe's output must stay one line per error."""
+    previous = _logging.root.manager.disable
+    _logging.disable(_logging.WARNING)
+    try:
+        import robosuite  # noqa: F401
+    finally:
+        _logging.disable(previous)
+    _logging.getLogger("robosuite_logs").setLevel(_logging.ERROR)
+
+
+_quiet_robosuite()

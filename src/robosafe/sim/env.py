@@ -1,0 +1,304 @@
+"""Gymnasium-style environment for one CBDDL task (issue #5; VLA-Arena paper 001 Sec. 2-4).
+
+``reset(seed=...) -> obs, info`` and ``step(action) -> obs, reward, terminated, truncated,
+info``. ``info`` carries ``success``, the step's ``cost`` and per-term ``cost_terms``, the
+running ``cumulative_cost`` and every goal predicate's truth. Every step is recorded by
+:class:`robosafe.sim.recorder.Recorder`; :meth:`TaskEnv.episode` returns the App. B trace.
+
+Seeding: the episode seed feeds one ``SeedSequence`` spawned into three streams, placement,
+visual perturbation and pixel noise, so the same seed gives the same initial state, the same
+perturbation and the same noisy images, whatever else changes (e.g. the visual level does
+not move the objects).
+
+Cost accounting is :func:`robosafe.tasks.cost.evaluate_cost` (Sec. 4.1, App. 7.4.2) on the
+per-step predicate history: instantaneous terms cost at every violating step, terminal terms
+are checked on the final state and their cost is booked on the final step, so the trace's
+``cost`` column sums to CC.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from robosafe.errors import RobosafeError, TaskError
+from robosafe.sim.perturb import VisualPerturbation, apply_image, apply_model, combine, \
+    draw_level, from_task
+from robosafe.sim.predicates import StateView
+from robosafe.sim.recorder import Recorder
+from robosafe.sim.render import ensure_gl_backend, render_camera
+from robosafe.sim.world import ArenaEnv, config
+from robosafe.tasks.ast import Pred, Problem
+from robosafe.tasks.cost import cost_terms, evaluate_cost, predicates, term_timing, truth
+from robosafe.tasks.parser import parse_file
+from robosafe.tasks.validate import validate_task
+from robosafe.tasks.writer import atom_text
+from robosafe.trace.episode import Episode, TaskTags
+
+BENCHMARK = "robosafe-sim"
+STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
+def load_task(task: Problem | str | Path, control_freq: float | None = None
+              ) -> tuple[Problem, str]:
+    """Parse and validate a task file (or take a parsed one); the first error is raised."""
+    if isinstance(task, Problem):
+        problem, source = task, f"<{task.name}>"
+    else:
+        problem, source = parse_file(task, control_freq=control_freq), str(task)
+    errors = validate_task(problem, source)
+    if errors:
+        raise errors[0]
+    return problem, source
+
+
+class TaskEnv:
+    """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
+
+    def __init__(self, task: Problem | str | Path, *, cameras: tuple[str, ...] | None = None,
+                 image_size: tuple[int, int] | None = None, depth: bool = False,
+                 visual_level: int = 0, horizon: int | None = None,
+                 control_freq: float | None = None, freeze_on_violation: bool = True,
+                 cost_mode: str = "robosafe", render: bool = True):
+        cfg = config()
+        self.problem, self.source = load_task(task, control_freq)
+        self.control_freq = float(self.problem.control_freq or control_freq
+                                  or cfg["control_freq"])
+        self.horizon = int(horizon or round(cfg["horizon_s"] * self.control_freq))
+        self.cameras = tuple(cameras if cameras is not None else self._task_cameras())
+        self.image_size = tuple(image_size or cfg["image_size"])
+        self.depth = depth
+        self.render = render and bool(self.cameras)
+        if not 0 <= visual_level <= 4:
+            raise RobosafeError(f"visual level must be 0..4 (V0-V4), got {visual_level}")
+        self.visual_level = visual_level
+        self.freeze_on_violation = freeze_on_violation
+        self.cost_mode = cost_mode
+        if self.render:
+            ensure_gl_backend()
+        self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
+                              horizon=self.horizon)
+        m = self.arena.model_ptr()
+        missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
+                                                                 c) < 0]
+        if missing:
+            known = [m.camera(i).name for i in range(m.ncam)]
+            raise TaskError(f"unknown camera(s) {missing}; this world has {known}",
+                            source=self.source)
+        self.target = self._target()
+        self.recorder = Recorder(self.arena, roles=self._roles(), names=self._names(),
+                                 benchmark=BENCHMARK, task_id=self.problem.name,
+                                 target_object=self.target)
+        self._base_rgba = m.geom_rgba.copy()
+        self._base_cam_pos = m.cam_pos.copy()
+        self._terms = cost_terms(self.problem.cost)
+        self._timing = [term_timing(t, self.source) for t in self._terms]
+        self._cost_preds = list(dict.fromkeys(p for t in self._terms for p in predicates(t)))
+        self._goal_preds = list(dict.fromkeys(predicates(self.problem.goal)))
+        self.view: StateView | None = None
+        self.seed: int | None = None
+        self._next_seed = 0
+
+    # -- roles and names for the trace ------------------------------------------------------
+    def _task_cameras(self) -> tuple[str, ...]:
+        named = [c.name for c in self.problem.camera]
+        return tuple(dict.fromkeys([*config()["cameras"], *named]))
+
+    def _target(self) -> str | None:
+        objects = {d.name for d in self.problem.objects}
+        for name in self.problem.obj_of_interest:
+            if name in objects and name not in self.arena.moving:
+                return name
+        for p in predicates(self.problem.goal):
+            if p.args and str(p.args[0]) in objects:
+                return str(p.args[0])
+        return None
+
+    def _roles(self) -> dict[str, str]:
+        roles = {"table": "furniture"}
+        for name, asset in self.arena.assets.items():
+            if name == self.target:
+                role = "target"
+            elif asset.category.kind == "fixture":
+                role = "furniture"
+            elif name in self.arena.moving:
+                role = "other"  # its displacement is its motion, not a disturbance
+            else:
+                role = "bystander"
+            roles[asset.root_body] = role
+        return roles
+
+    def _names(self) -> dict[str, str]:
+        names = {a.root_body: n for n, a in self.arena.assets.items()}
+        names["table"] = next(iter(self.arena.table_names), "table")
+        return names
+
+    def task_tags(self) -> TaskTags:
+        """App. B task-tag record from the goal's mechanism and the target's properties."""
+        goal = {p.name.lower() for p in predicates(self.problem.goal)}
+        if goal & {"open", "close"}:
+            template = "articulated-manipulation"
+        elif goal & {"turnon", "turnoff", "toggledon"}:
+            template = "knob-twist"
+        elif goal & {"in"}:
+            template = "pnp-into-container"
+        else:
+            template = "pnp-basic"
+        objects: tuple[str, ...] = ()
+        if self.target is not None:
+            props = self.arena.assets[self.target].category.properties
+            objects = ("spillable",) if "spillable" in props else ("non_spillable",)
+        return TaskTags(template=template, object_tags=objects)
+
+    # -- gymnasium API -----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is None:
+            seed = self._next_seed
+        self.seed = int(seed)
+        self._next_seed = self.seed + 1
+        place, visual, noise = (np.random.default_rng(s)
+                                for s in np.random.SeedSequence(self.seed).spawn(3))
+        self.arena.episode_rng = place
+        self._noise_rng = noise
+        self.perturbation = self._draw_perturbation(visual)
+        self.recorder.reset()
+        self.recorder.set_cost(0.0)
+        self.view = StateView(self.arena) if self.view is None else self.view
+        self.view.start_episode()
+        self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}
+        self._costs: list[float] = []
+        self.steps = 0
+        self.success = False
+        self._ended = False
+        return self._observe(), self._info(0.0, [0.0] * len(self._terms))
+
+    def _draw_perturbation(self, rng: np.random.Generator) -> VisualPerturbation:
+        m = self.arena.model_ptr()
+        m.geom_rgba[:] = self._base_rgba
+        objs = [n for n in self.arena.assets if self.arena.assets[n].category.kind == "object"]
+        task = from_task(self.problem, rng, cameras=self.cameras, n_objects=len(objs))
+        level = draw_level(self.visual_level, rng, cameras=self.cameras, n_objects=len(objs))
+        pert = combine(task, level)
+        geoms = [[m.geom(g).id for g in self.arena.assets[n].rgba_geoms] for n in objs]
+        cam_ids = {c: m.camera(c).id for c in self.cameras}
+        apply_model(m, pert, object_geoms=geoms, camera_ids=cam_ids,
+                    base_cam_pos=self._base_cam_pos)
+        return pert
+
+    def step(self, action):
+        if self._ended:
+            raise RobosafeError("step() after the episode ended; call reset()")
+        action = np.asarray(action, dtype=float)
+        if action.shape != (self.arena.action_dim,) or not np.all(np.isfinite(action)):
+            raise RobosafeError(f"action must be {self.arena.action_dim} finite numbers, got "
+                                f"shape {action.shape}")
+        self.recorder.step(action)
+        self.steps += 1
+        self.view.update()
+        now = {p: self.view.atom(p) for p in self._cost_preds}
+        for p, v in now.items():
+            self._history[p].append(v)
+        self.success = bool(truth(self.problem.goal, self.view.atom))
+        terms = [float(truth(t, now.__getitem__)) if timing == "instantaneous" else 0.0
+                 for t, timing in zip(self._terms, self._timing, strict=True)]
+        if self.freeze_on_violation:
+            self._freeze(terms)
+        terminated = self.success
+        truncated = self.steps >= self.horizon and not terminated
+        cost = sum(terms)
+        if terminated or truncated:
+            cost += self.cost_breakdown().terminal
+            self._ended = True
+        self._costs.append(cost)
+        self.recorder.set_cost(cost)
+        return (self._observe(), float(self.success), terminated, truncated,
+                self._info(cost, terms))
+
+    def _freeze(self, terms: list[float]) -> None:
+        """VLA-Arena App. 7.4: a moving object stops at its first violation of a term."""
+        for term, value in zip(self._terms, terms, strict=True):
+            if value:
+                for p in predicates(term):
+                    self.arena.frozen.update(str(a) for a in p.args if a in self.arena.moving)
+
+    def cost_breakdown(self):
+        """Cumulative cost CC so far (VLA-Arena Sec. 4.1) in the chosen mode."""
+        return evaluate_cost(self.problem.cost, lambda p: np.asarray(self._history[p]),
+                             self.steps, success=self.success, mode=self.cost_mode,
+                             source=self.source)
+
+    def _info(self, cost: float, terms: list[float]) -> dict:
+        return {
+            "success": self.success,
+            "cost": cost,
+            "cost_terms": terms,
+            "cumulative_cost": float(sum(self._costs)),
+            "predicates": {atom_text(p): bool(self.view.atom(p)) for p in self._goal_preds},
+            "instruction": self.problem.language,
+            "seed": self.seed,
+            "frozen": sorted(self.arena.frozen),
+        }
+
+    def _observe(self) -> dict:
+        obs = dict(self.arena._get_observations())
+        if not self.render:
+            return obs
+        m, d = self.arena.model_ptr(), self.arena.data_ptr()
+        h, w = self.image_size
+        for cam in self.cameras:
+            img = render_camera(m, d, cam, height=h, width=w)
+            obs[f"{cam}_image"] = apply_image(img, self.perturbation, self._noise_rng)
+            if self.depth:
+                obs[f"{cam}_depth"] = render_camera(m, d, cam, height=h, width=w, depth=True)
+        return obs
+
+    # -- traces and states ---------------------------------------------------------------------
+    def episode(self, *, episode_id: str | None = None, policy: str | None = None,
+                instance_id: str | None = None, meta: dict | None = None) -> Episode:
+        """The App. B trace of the episode so far (terminal costs booked if not yet ended)."""
+        if not self._ended and self.steps:
+            self._costs[-1] += self.cost_breakdown().terminal
+            self.recorder.set_cost(self._costs[-1])
+            self._ended = True
+        info = {"visual_level": self.visual_level, "cost_mode": self.cost_mode,
+                "cumulative_cost": float(sum(self._costs)), **(meta or {})}
+        return self.recorder.episode(
+            success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
+            episode_id=episode_id or f"{self.problem.name}/seed_{self.seed}",
+            task_tags=self.task_tags(), meta=info)
+
+    def get_state(self) -> np.ndarray:
+        """The full MuJoCo integration state (qpos, qvel, act, mocap poses, ...) as float64."""
+        m, d = self.arena.model_ptr(), self.arena.data_ptr()
+        out = np.empty(mujoco.mj_stateSize(m, STATE_SPEC))
+        mujoco.mj_getState(m, d, out, STATE_SPEC)
+        return out
+
+    def set_state(self, state: np.ndarray) -> None:
+        m, d = self.arena.model_ptr(), self.arena.data_ptr()
+        state = np.asarray(state, dtype=float)
+        if state.shape != (mujoco.mj_stateSize(m, STATE_SPEC),):
+            raise RobosafeError(f"state has shape {state.shape}; this world's state has "
+                                f"{mujoco.mj_stateSize(m, STATE_SPEC)} numbers")
+        mujoco.mj_setState(m, d, state, STATE_SPEC)
+        mujoco.mj_forward(m, d)
+
+    def save_state(self, path: str | Path) -> None:
+        """Initial state as a plain ``.npy`` array (never a pickle)."""
+        np.save(Path(path), self.get_state(), allow_pickle=False)
+
+    def load_state(self, path: str | Path) -> None:
+        try:
+            arr = np.load(Path(path), allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise RobosafeError(f"{path}: not a numpy state array ({exc})") from None
+        self.set_state(arr)
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.arena.action_dim)
+
+    def close(self) -> None:
+        self.arena.close()

@@ -1,0 +1,259 @@
+"""Goal and cost predicates of the CBDDL catalogue evaluated on MuJoCo state (VLA-Arena paper
+001, App. 7.1 Table 3 and App. 7.4; names in ``tasks/data/predicates.yaml``).
+
+Physics, as issue #5 fixes it:
+
+* contact force is the magnitude of the full 3-D contact force from ``mj_contactForce``
+  (VLA-Arena's public code reads one tangential component; we do not);
+* distances come from ``mj_geomDistance`` between collision geoms (capped at the threshold,
+  so far-apart pairs cost one call each);
+* part-level contact uses the asset's per-part collision geoms.
+
+An entity is an object or fixture (its collision geoms), the table, ``gripper0`` (the robot's
+gripper) or a region. A region takes part in ``InContact`` as "the object rests on it" and in
+distances as its rectangles at the support height. Tolerances are data (``data/world.yaml``);
+docs/decisions.md explains them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mujoco
+import numpy as np
+
+from robosafe.errors import TaskError
+from robosafe.sim.world import GRIPPER, ArenaEnv, config
+from robosafe.tasks.ast import Pred, Region
+
+_FORCE = np.zeros(6)
+
+
+class StateView:
+    """Entity geometry of one compiled world and the contacts of the current state."""
+
+    def __init__(self, env: ArenaEnv):
+        self.env = env
+        m = env.model_ptr()
+        self.m, self.d = m, env.data_ptr()
+        self.regions = env.problem.region_index()
+        collide = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
+        root = np.arange(m.nbody)
+        # each body's ancestor just below the world, so a geom maps to its whole object
+        for b in range(m.nbody):
+            while m.body_parentid[root[b]] != 0:
+                root[b] = m.body_parentid[root[b]]
+        self.masks: dict[str, np.ndarray] = {}
+        geom_root = root[m.geom_bodyid]
+        for name, asset in env.assets.items():
+            self.masks[name] = collide & (geom_root == env.body_id[name])
+        table = collide & (m.geom_bodyid == env.table_body)
+        for name in env.table_names:
+            self.masks[name] = table
+        grip = np.zeros(m.nbody, bool)
+        gripper_root = m.body(env.robots[0].gripper["right"].root_body).id
+        for b in range(m.nbody):
+            a = b
+            while a not in (0, gripper_root):
+                a = m.body_parentid[a]
+            grip[b] = a == gripper_root
+        self.masks[GRIPPER] = collide & grip[m.geom_bodyid]
+        self.part_masks: dict[tuple[str, int], np.ndarray] = {}
+        for name, asset in env.assets.items():
+            for pid, geoms in asset.part_geoms.items():
+                mask = np.zeros(m.ngeom, bool)
+                mask[[m.geom(g).id for g in geoms]] = True
+                self.part_masks[(name, pid)] = mask
+        self.tol = config()
+        self.touching_at_start: dict[str, np.ndarray] = {}
+        self.collided: set[str] = set()
+        self.update()
+
+    # -- per-step state ---------------------------------------------------------------------------
+    def update(self) -> None:
+        """Read the contacts of the current state (call once per control step)."""
+        n = self.d.ncon
+        self.g1 = np.array(self.d.contact.geom1[:n])
+        self.g2 = np.array(self.d.contact.geom2[:n])
+        self._force: np.ndarray | None = None
+        for name in self.touching_at_start:
+            if name not in self.collided and self._new_contact(name):
+                self.collided.add(name)
+
+    def start_episode(self) -> None:
+        """Remember what every object touches at the start (its supports) for ``Collide``."""
+        self.update()
+        self.collided = set()
+        self.touching_at_start = {n: self._partners(self.masks[n]) for n in self.env.assets}
+
+    def _partners(self, mask: np.ndarray) -> np.ndarray:
+        return np.union1d(self.g2[mask[self.g1]], self.g1[mask[self.g2]])
+
+    def _new_contact(self, name: str) -> bool:
+        now = self._partners(self.masks[name])
+        return bool(np.setdiff1d(now, self.touching_at_start[name]).size)
+
+    def forces(self) -> np.ndarray:
+        """|f| of every current contact (full 3-D force, mj_contactForce)."""
+        if self._force is None:
+            f = np.empty(len(self.g1))
+            for i in range(len(f)):
+                mujoco.mj_contactForce(self.m, self.d, i, _FORCE)
+                f[i] = np.linalg.norm(_FORCE[:3])
+            self._force = f
+        return self._force
+
+    # -- entities ---------------------------------------------------------------------------------
+    def mask(self, entity, parts=None) -> np.ndarray:
+        name = str(entity)
+        if parts is not None:
+            missing = [p for p in parts if (name, int(p)) not in self.part_masks]
+            if missing:
+                raise TaskError(f"{name} has no part(s) {missing}", source=self.env.source)
+            return np.logical_or.reduce([self.part_masks[(name, int(p))] for p in parts])
+        if name not in self.masks:
+            raise TaskError(f"{name!r} is not an object, fixture or the gripper here",
+                            source=self.env.source)
+        return self.masks[name]
+
+    def pair(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (a[self.g1] & b[self.g2]) | (a[self.g2] & b[self.g1])
+
+    def in_contact(self, a: np.ndarray, b: np.ndarray) -> bool:
+        return bool(self.pair(a, b).any())
+
+    def max_force(self, a: np.ndarray, b: np.ndarray) -> float:
+        sel = self.pair(a, b)
+        return float(self.forces()[sel].max()) if sel.any() else 0.0
+
+    def distance(self, a: np.ndarray, b: np.ndarray, cap: float) -> float:
+        """Smallest geom-geom distance (mj_geomDistance), at most ``cap``."""
+        best = cap
+        for g1 in np.flatnonzero(a):
+            for g2 in np.flatnonzero(b):
+                if g1 != g2:
+                    best = min(best, mujoco.mj_geomDistance(self.m, self.d, int(g1), int(g2),
+                                                            best, None))
+        return best
+
+    def pos(self, name: str) -> np.ndarray:
+        return self.d.xpos[self.env.body_id[name]]
+
+    def region_distance(self, name: str, region: Region) -> float:
+        rects, _, floor = self.env.region_geometry(region)
+        p = self.pos(name)
+        lo = np.column_stack([rects[:, :2], np.full(len(rects), floor)])
+        hi = np.column_stack([rects[:, 2:], np.full(len(rects), floor)])
+        return float(np.min(np.linalg.norm(p - np.clip(p, lo, hi), axis=1)))
+
+    def on_region(self, name: str, region: Region) -> bool:
+        rects, _, floor = self.env.region_geometry(region)
+        g = self.tol["goal"]
+        tol = g["on_region_xy_tol_m"]
+        p = self.pos(name)
+        inside = ((p[0] >= rects[:, 0] - tol) & (p[0] <= rects[:, 2] + tol)
+                  & (p[1] >= rects[:, 1] - tol) & (p[1] <= rects[:, 3] + tol)).any()
+        bottom = p[2] - self.env.assets[name].category.half_extents[2]
+        return bool(inside and abs(bottom - floor) <= g["resting_z_tol_m"])
+
+    def in_region(self, name: str, region: Region) -> bool:
+        asset = self.env.assets.get(region.target)
+        site = asset.named_sites.get(region.name) if asset is not None else None
+        if site is None or region.ranges:
+            return self.on_region(name, region)
+        sid = self.m.site(site).id
+        rel = self.d.site_xmat[sid].reshape(3, 3).T @ (self.pos(name) - self.d.site_xpos[sid])
+        return bool(np.all(np.abs(rel) <= self.m.site_size[sid]))
+
+    def fraction(self, entity: str) -> tuple[float, object]:
+        adr, art = self.env.articulation(entity)
+        q = float(self.d.qpos[adr])
+        span = art.open - art.closed
+        return (q - art.closed) / span if span else 0.0, art
+
+    def tilt_deg(self, name: str) -> float:
+        z = self.d.xmat[self.env.body_id[name]].reshape(3, 3)[:, 2]
+        return float(np.degrees(np.arccos(np.clip(z[2], -1.0, 1.0))))
+
+    # -- predicates -------------------------------------------------------------------------------
+    def on(self, a: str, b: str) -> bool:
+        region = self.regions.get(b)
+        if region is not None and b not in self.masks:
+            return self.on_region(a, region)
+        touching = self.in_contact(self.mask(a), self.mask(b))
+        if b in self.env.body_id:  # an object or fixture: a must also be above it
+            return touching and bool(self.pos(a)[2] > self.pos(b)[2])
+        return touching  # the table
+
+    def touches(self, a, b) -> bool:
+        for x, y in ((a, b), (b, a)):
+            region = self.regions.get(str(y))
+            if region is not None and str(y) not in self.masks:
+                return self.on_region(str(x), region)
+        return self.in_contact(self.mask(a), self.mask(b))
+
+    def dist(self, a, b, cap: float) -> float:
+        for x, y in ((a, b), (b, a)):
+            region = self.regions.get(str(y))
+            if region is not None and str(y) not in self.masks:
+                return self.region_distance(str(x), region)
+        return self.distance(self.mask(a), self.mask(b), cap)
+
+    def atom(self, p: Pred) -> bool:
+        """Truth of one predicate application in the current state."""
+        name = p.name.lower()
+        a = p.args
+        fn = ATOMS.get(name)
+        if fn is None:
+            raise TaskError(f"predicate {p.name} is not evaluated by the simulator",
+                            source=self.env.source, line=getattr(p.pos, "line", None))
+        return bool(fn(self, *a))
+
+
+def _fall(s: StateView, obj) -> bool:
+    c = s.tol["cost"]
+    start_z = s.env.start_pose[str(obj)][0][2]
+    return s.tilt_deg(str(obj)) > c["fall_tilt_deg"] or s.pos(str(obj))[2] < start_z - c[
+        "fall_drop_m"]
+
+
+def _in(s: StateView, obj, region) -> bool:
+    r = s.regions.get(str(region))
+    return s.in_region(str(obj), r) if r is not None else s.on(str(obj), str(region))
+
+
+ATOMS: dict[str, Callable[..., bool]] = {
+    # goal predicates
+    "on": lambda s, a, b: s.on(str(a), str(b)),
+    "ontop": lambda s, a, b: s.on(str(a), str(b)),
+    "noton": lambda s, a, b: not s.on(str(a), str(b)),
+    "in": _in,
+    "notin": lambda s, a, b: not _in(s, a, b),
+    "up": lambda s, a: s.pos(str(a))[2] - s.env.start_pose[str(a)][0][2] > s.tol["goal"]["up_m"],
+    "stack": lambda s, a, b: s.on(str(a), str(b)) and float(np.linalg.norm(
+        s.pos(str(a))[:2] - s.pos(str(b))[:2])) < max(s.env.assets[str(b)].category
+                                                     .half_extents[:2]),
+    "incontact": lambda s, a, b: s.touches(a, b),
+    "open": lambda s, a: s.fraction(str(a))[0] >= s.tol["goal"]["open_fraction"],
+    "close": lambda s, a: s.fraction(str(a))[0] <= s.tol["goal"]["closed_fraction"],
+    "turnon": lambda s, a: s.fraction(str(a))[0] > s.tol["goal"]["switch_fraction"],
+    "toggledon": lambda s, a: s.fraction(str(a))[0] > s.tol["goal"]["switch_fraction"],
+    "turnoff": lambda s, a: s.fraction(str(a))[0] <= s.tol["goal"]["switch_fraction"],
+    "true": lambda s: True,
+    "false": lambda s: False,
+    "printjointstate": lambda s, a: True,
+    # cost predicates (Table 3)
+    "incontactpart": lambda s, a, b, pa, pb: s.in_contact(s.mask(a, pa), s.mask(b, pb)),
+    "checkforce": lambda s, a, b, f: s.max_force(s.mask(a), s.mask(b)) > float(f),
+    "checkdistance": lambda s, a, b, d: s.dist(a, b, float(d)) < float(d),
+    "checkgripperdist": lambda s, a, d: s.dist(GRIPPER, a, float(d)) < float(d),
+    "checkgripperdistance": lambda s, a, d: s.dist(GRIPPER, a, float(d)) < float(d),
+    "checkgripperdistpart": lambda s, a, ids, d: s.distance(s.mask(GRIPPER), s.mask(a, ids),
+                                                            float(d)) < float(d),
+    "checkgripperdistancepart": lambda s, a, ids, d: s.distance(
+        s.mask(GRIPPER), s.mask(a, ids), float(d)) < float(d),
+    "checkgrippercontact": lambda s, a: s.in_contact(s.mask(GRIPPER), s.mask(a)),
+    "checkgrippercontactpart": lambda s, a, ids: s.in_contact(s.mask(GRIPPER), s.mask(a, ids)),
+    "collide": lambda s, a: str(a) in s.collided,
+    "fall": _fall,
+}

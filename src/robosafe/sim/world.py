@@ -1,0 +1,301 @@
+"""A CBDDL task as a robosuite manipulation environment (VLA-Arena paper 001, Sec. 2 and App. 7).
+
+One compiled MuJoCo model per task: the tabletop arena (the task's table fixture), the Panda
+with its gripper and robosuite's operational-space controller, and every fixture and object
+from the bundled asset library. Fixtures and moving objects are mocap bodies, so a reset only
+writes poses (no recompilation) and a (task, seed) pair always gives the same initial state.
+Objects get free joints and are placed by :mod:`robosafe.sim.placement`.
+
+Moving objects are driven through their mocap pose before every physics substep from the
+simulation clock (App. 7.2.3); the motion clock starts after the hidden settling steps.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import mujoco
+import numpy as np
+import yaml
+from robosuite.environments.manipulation.manipulation_env import ManipulationEnv
+from robosuite.models.arenas import TableArena
+from robosuite.models.tasks import ManipulationTask
+
+from robosafe.errors import TaskError
+from robosafe.sim.assets import make_asset
+from robosafe.sim.motion import pose_at, yaw_quat
+from robosafe.sim.placement import Footprint, place_footprint
+from robosafe.tasks.ast import Pred, Problem, Region
+
+GRIPPER = "gripper0"
+
+
+@cache
+def config() -> dict:
+    return yaml.safe_load(resources.files("robosafe.sim").joinpath("data/world.yaml")
+                          .read_text(encoding="utf-8"))
+
+
+def is_table(category: str) -> bool:
+    return category in config()["table"]["categories"]
+
+
+def _line(node) -> int | None:
+    return getattr(getattr(node, "pos", None), "line", None)
+
+
+class ArenaEnv(ManipulationEnv):
+    """robosuite env built from a parsed task. Use :class:`robosafe.sim.env.TaskEnv`, which
+    adds the gymnasium API, costs, perturbations and the recorder."""
+
+    def __init__(self, problem: Problem, *, source: str = "<task>", control_freq: float,
+                 horizon: int, robots: str | None = None, **kwargs):
+        cfg = config()
+        self.problem = problem
+        self.source = source
+        self.table_full_size = tuple(cfg["table"]["full_size"])
+        self.table_friction = tuple(cfg["table"]["friction"])
+        self.table_offset = np.array([0.0, 0.0, cfg["table"]["top_z"]])
+        self.table_names = {d.name for d in problem.fixtures if is_table(d.category)}
+        self.moving = {m.name: m for m in problem.moving_objects}
+        self.episode_rng = np.random.default_rng(0)
+        self.motion_on = False
+        self.frozen: set[str] = set()
+        self._substep = 0
+        self.assets: dict = {}
+        super().__init__(robots=robots or cfg["robot"], control_freq=control_freq,
+                         horizon=horizon, hard_reset=False, ignore_done=True,
+                         initialization_noise=None, use_camera_obs=False,
+                         has_renderer=False, has_offscreen_renderer=False, **kwargs)
+
+    # -- model --------------------------------------------------------------------------------
+    def _load_model(self):
+        super()._load_model()
+        robot = self.robots[0].robot_model
+        robot.set_base_xpos(robot.base_xpos_offset["table"](self.table_full_size[0]))
+        arena = TableArena(table_full_size=self.table_full_size,
+                           table_friction=self.table_friction, table_offset=self.table_offset)
+        arena.set_origin([0, 0, 0])
+        decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
+        decls += list(self.problem.objects)
+        self.assets = {d.name: make_asset(d.category, d.name,
+                                          fixed=True if d.name in self.moving else None)
+                       for d in decls}
+        self.model = ManipulationTask(mujoco_arena=arena,
+                                      mujoco_robots=[r.robot_model for r in self.robots],
+                                      mujoco_objects=list(self.assets.values()))
+        for name in self.mocap_names():
+            body = self.model.worldbody.find(f"./body[@name='{self.assets[name].root_body}']")
+            body.set("mocap", "true")
+
+    def mocap_names(self) -> list[str]:
+        """Fixtures (other than the table) and moving objects: kinematic bodies."""
+        fixtures = [n for n, a in self.assets.items() if a.category.kind == "fixture"]
+        return fixtures + [n for n in self.moving if n not in fixtures]
+
+    def _setup_references(self):
+        super()._setup_references()
+        m = self.sim.model._model
+        self.body_id = {n: m.body(a.root_body).id for n, a in self.assets.items()}
+        self.mocap_id = {n: int(m.body_mocapid[self.body_id[n]]) for n in self.mocap_names()}
+        self.free_qpos = {}
+        for n, bid in self.body_id.items():
+            j = int(m.body_jntadr[bid])
+            if n not in self.mocap_id and j >= 0 and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+                self.free_qpos[n] = int(m.jnt_qposadr[j])
+        self.table_body = m.body("table").id
+
+    def reward(self, action=None):
+        return float(self._check_success())
+
+    def _check_success(self):
+        return bool(self.goal_fn()) if getattr(self, "goal_fn", None) else False
+
+    # -- reset ----------------------------------------------------------------------------------
+    def _reset_internal(self):
+        super()._reset_internal()
+        self.frozen = set()
+        self.motion_on = False
+        self._substep = 0
+        self.start_pose = self._place()
+        self._apply_init_states()
+        self.sim.forward()
+
+    def reset(self):
+        """robosuite reset, then hidden settling steps so placed objects come to rest before
+        the episode (and the moving objects' clock) starts."""
+        super().reset()
+        hold = np.zeros(self.action_dim)
+        hold[-1] = -1.0  # gripper open
+        for _ in range(config()["settle_steps"]):
+            super().step(hold)
+        self.timestep = 0
+        self.motion_on = True
+        return self._get_observations(force_update=True)
+
+    def _surface_frame(self, target: str):
+        """(centre xyz, default half-size xy) of the surface a region refers to."""
+        if target in self.table_names:
+            return self.table_offset.copy(), np.array(self.table_full_size[:2]) / 2
+        if target not in self.assets:
+            raise TaskError(f"region target {target!r} is neither the table nor a declared "
+                            "fixture or object", source=self.source)
+        bid = self.body_id[target]
+        hz = self.assets[target].category.half_extents
+        top = self.sim.data.body_xpos[bid] + [0.0, 0.0, hz[2]]
+        return top, np.array(hz[:2])
+
+    def region_geometry(self, region: Region):
+        """World rectangles (n, 4), yaw ranges (n, 2) and the support height of a region.
+
+        A region with ``:ranges`` is rectangles in its target's surface frame; a region on a
+        fixture without ranges is the fixture's site of that name (a drawer's or a container's
+        inside), else the fixture's whole top.
+        """
+        d = self.sim.data
+        asset = self.assets.get(region.target)
+        site = asset.named_sites.get(region.name) if asset is not None else None
+        if not region.ranges and site is not None:
+            sid = self.sim.model._model.site(site).id
+            c, half = d.site_xpos[sid].copy(), self.sim.model._model.site_size[sid][:2]
+            floor = c[2] - self.sim.model._model.site_size[sid][2]
+            rects = np.array([[c[0] - half[0], c[1] - half[1], c[0] + half[0], c[1] + half[1]]])
+        else:
+            centre, half = self._surface_frame(region.target)
+            floor = centre[2]
+            if region.ranges:
+                rects = np.array(region.ranges, dtype=float) + np.tile(centre[:2], 2)
+            else:
+                rects = np.array([[*(centre[:2] - half), *(centre[:2] + half)]])
+        yaws = np.array(region.yaw_rotation or [(0.0, 0.0)], dtype=float)
+        return rects, yaws, float(floor)
+
+    def _init_support(self) -> dict[str, Pred]:
+        """Object -> its (On|In obj support) init atom."""
+        out = {}
+        for p in self.problem.init:
+            if p.name.lower() in ("on", "in", "ontop") and len(p.args) == 2:
+                out.setdefault(str(p.args[0]), p)
+        return out
+
+    def _place(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        cfg = config()["placement"]
+        rng = self.episode_rng
+        regions = self.problem.region_index()
+        support = self._init_support()
+        placed: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        taken: dict[float, list[tuple[str, Footprint]]] = {}
+        free_table = Region(name="table", target=next(iter(self.table_names), "table"),
+                            ranges=((-0.35, -0.45, 0.35, 0.45),))
+        # fixtures first (objects may stand on them), then objects in declaration order
+        order = [n for n in self.assets if n in self.mocap_id and n not in self.moving]
+        order += [n for n in self.assets if n not in order]
+        pending = list(order)
+        while pending:
+            progressed = False
+            for name in list(pending):
+                atom = support.get(name)
+                ref = str(atom.args[1]) if atom is not None else None
+                if ref is not None and ref in self.assets and ref not in placed:
+                    continue  # stacked on something not placed yet
+                placed[name] = self._place_one(name, ref, atom, regions, free_table, taken,
+                                               placed, rng, cfg)
+                pending.remove(name)
+                progressed = True
+                self.sim.forward()
+            if not progressed:
+                raise TaskError("init atoms stack objects in a cycle: " + ", ".join(pending),
+                                source=self.source)
+        return placed
+
+    def _place_one(self, name, ref, atom, regions, free_table, taken, placed, rng, cfg):
+        asset = self.assets[name]
+        hx, hy, hz = asset.category.half_extents
+        mo = self.moving.get(name)
+        if mo is not None and mo.motion_type == "waypoint":
+            pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
+            self._set_pose(name, pos, quat)
+            return pos, quat
+        if ref is not None and ref in self.assets:
+            base = self.sim.data.body_xpos[self.body_id[ref]]
+            top = base[2] + self.assets[ref].category.half_extents[2]
+            pos = np.array([base[0], base[1], top + hz + cfg["drop_m"]])
+            quat = np.array([1.0, 0.0, 0.0, 0.0])
+        else:
+            region = regions.get(ref) if ref is not None else free_table
+            if region is None:
+                raise TaskError(f"{name}: unknown region {ref!r}", source=self.source,
+                                line=_line(atom))
+            rects, yaws, floor = self.region_geometry(region)
+            lift = 0.0
+            if region.height_ranges:
+                lo, hi = region.height_ranges[0]
+                lift = lo + rng.random() * (hi - lo)
+            fp = place_footprint(name, region.ref if ref else "table", rects, yaws, (hx, hy),
+                                 taken.setdefault(round(floor, 3), []), rng,
+                                 attempts=cfg["attempts"], clearance=cfg["clearance_m"],
+                                 line=_line(atom), source=self.source)
+            taken[round(floor, 3)].append((name, fp))
+            pos = np.array([fp.x, fp.y, floor + hz + lift + cfg["drop_m"]])
+            quat = yaw_quat(fp.yaw)
+        self._set_pose(name, pos, quat)
+        return pos, quat
+
+    def _set_pose(self, name: str, pos, quat) -> None:
+        d = self.sim.data
+        if name in self.mocap_id:
+            d.mocap_pos[self.mocap_id[name]] = pos
+            d.mocap_quat[self.mocap_id[name]] = quat
+        elif name in self.free_qpos:
+            a = self.free_qpos[name]
+            d.qpos[a:a + 3] = pos
+            d.qpos[a + 3:a + 7] = quat
+
+    def articulation(self, entity: str):
+        """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to."""
+        regions = self.problem.region_index()
+        region = regions.get(entity)
+        owner = region.target if region is not None else entity
+        asset = self.assets.get(owner)
+        if asset is None or not asset.articulations:
+            raise TaskError(f"{entity!r} has no articulation (drawer, door or knob)",
+                            source=self.source)
+        key = region.name if region is not None else None
+        art = asset.articulations.get(key) if key else None
+        if art is None and key:
+            stem = key.removesuffix("_region")
+            art = next((a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+        if art is None:
+            art = next(iter(asset.articulations.values()))
+        adr = int(self.sim.model._model.joint(art.joint).qposadr[0])
+        return adr, art
+
+    def _apply_init_states(self) -> None:
+        for p in self.problem.init:
+            name = p.name.lower()
+            if name in ("open", "close", "turnon", "turnoff", "toggledon"):
+                adr, art = self.articulation(str(p.args[0]))
+                on = name in ("open", "turnon", "toggledon")
+                self.sim.data.qpos[adr] = art.open if on else art.closed
+
+    # -- motion ----------------------------------------------------------------------------------
+    def _pre_action(self, action, policy_step=False):
+        super()._pre_action(action, policy_step)
+        if not self.motion_on or not self.moving:
+            return
+        t = self._substep * self.model_timestep
+        self._substep += 1
+        for name, mo in self.moving.items():
+            if name in self.frozen:
+                continue
+            p0, q0 = self.start_pose[name]
+            pos, quat = pose_at(mo, t, p0, q0, floor_z=None)
+            self.sim.data.mocap_pos[self.mocap_id[name]] = pos
+            self.sim.data.mocap_quat[self.mocap_id[name]] = quat
+
+    def model_ptr(self) -> mujoco.MjModel:
+        return self.sim.model._model
+
+    def data_ptr(self) -> mujoco.MjData:
+        return self.sim.data._data
