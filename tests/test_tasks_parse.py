@@ -87,7 +87,7 @@ def test_every_block_example_ast():
     assert p.language == "Put the apple on the plate (carefully), then turn off the stove"
     cost_names = [a.name for a in p.cost.args]
     assert len(cost_names) == 11 and "CheckGripperDistancePart" in cost_names
-    assert Pred("InContactPart", ("knife_1", "plate_1", (0, 3), (0,))) in p.cost.args
+    assert Pred("InContactPart", ("knife_1", "plate_1", (1,), (0,))) in p.cost.args
     assert Pred("CheckForce", ("gripper0", "apple_1", 8.0)) in p.cost.args
     drone = p.moving_objects[2]
     assert drone.get("waypoints")[1] == (0.3, 0.3, 1.1, 0.0, 1.0, 0.0)

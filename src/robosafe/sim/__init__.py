@@ -4,6 +4,8 @@ VLA-Arena paper 001 Sec. 2-4 and App. 7-8; SafeVLA-Bench paper 000 App. B for th
 
 import logging as _logging
 
+from robosafe.sim.render import ensure_gl_backend as _ensure_gl
+
 
 def _quiet_robosuite() -> None:
     """Import robosuite without its start-up chatter (private-macro and optional-model
@@ -17,4 +19,9 @@ def _quiet_robosuite() -> None:
     _logging.getLogger("robosuite_logs").setLevel(_logging.ERROR)
 
 
+# robosuite sets MUJOCO_GL=egl on import when it is unset: pick a working backend first
+try:
+    _ensure_gl()
+except Exception:  # no GL at all: physics-only use still works; rendering reports it
+    pass
 _quiet_robosuite()

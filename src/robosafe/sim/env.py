@@ -39,6 +39,7 @@ from robosafe.trace.episode import Episode, TaskTags
 
 BENCHMARK = "robosafe-sim"
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+VISUAL_GROUPS = (1, 2)
 
 
 def load_task(task: Problem | str | Path, control_freq: float | None = None
@@ -97,9 +98,26 @@ class TaskEnv:
         self._timing = [term_timing(t, self.source) for t in self._terms]
         self._cost_preds = list(dict.fromkeys(p for t in self._terms for p in predicates(t)))
         self._goal_preds = list(dict.fromkeys(predicates(self.problem.goal)))
+        self._check_parts()
         self.view: StateView | None = None
         self.seed: int | None = None
         self._next_seed = 0
+
+    def _check_parts(self) -> None:
+        """Part ids in cost predicates must name parts of the object's asset (data/assets.yaml)."""
+        for p in self._cost_preds:
+            ids = [a for a in p.args if isinstance(a, tuple)]
+            names = [str(a) for a in p.args if isinstance(a, str)]
+            owners = names[-len(ids):] if ids and p.name.lower() == "incontactpart" else names[:1]
+            for owner, part_ids in zip(owners, ids, strict=False):
+                asset = self.arena.assets.get(owner)
+                known = asset.category.parts if asset is not None else {}
+                bad = [i for i in part_ids if i not in known]
+                if bad:
+                    raise TaskError(f"{p.name}: {owner} has no part(s) {bad}; its parts are "
+                                    + ", ".join(f"{k} {v}" for k, v in known.items()),
+                                    source=self.source, line=getattr(p.pos, "line", None),
+                                    column=getattr(p.pos, "column", None))
 
     # -- roles and names for the trace ------------------------------------------------------
     def _task_cameras(self) -> tuple[str, ...]:
@@ -176,15 +194,15 @@ class TaskEnv:
 
     def _draw_perturbation(self, rng: np.random.Generator) -> VisualPerturbation:
         m = self.arena.model_ptr()
-        m.geom_rgba[:] = self._base_rgba
         objs = [n for n in self.arena.assets if self.arena.assets[n].category.kind == "object"]
-        task = from_task(self.problem, rng, cameras=self.cameras, n_objects=len(objs))
-        level = draw_level(self.visual_level, rng, cameras=self.cameras, n_objects=len(objs))
+        # only scene cameras move at V3; the wrist camera rides on the hand
+        scene = [c for c in self.cameras if m.cam_bodyid[m.camera(c).id] == 0]
+        task = from_task(self.problem, rng, cameras=scene, n_objects=len(objs))
+        level = draw_level(self.visual_level, rng, cameras=scene, n_objects=len(objs))
         pert = combine(task, level)
         geoms = [[m.geom(g).id for g in self.arena.assets[n].rgba_geoms] for n in objs]
-        cam_ids = {c: m.camera(c).id for c in self.cameras}
-        apply_model(m, pert, object_geoms=geoms, camera_ids=cam_ids,
-                    base_cam_pos=self._base_cam_pos)
+        apply_model(m, pert, object_geoms=geoms, camera_ids={c: m.camera(c).id for c in scene},
+                    base_cam_pos=self._base_cam_pos, base_geom_rgba=self._base_rgba)
         return pert
 
     def step(self, action):
@@ -248,10 +266,12 @@ class TaskEnv:
         m, d = self.arena.model_ptr(), self.arena.data_ptr()
         h, w = self.image_size
         for cam in self.cameras:
-            img = render_camera(m, d, cam, height=h, width=w)
+            # visual geoms only (robosuite keeps collision meshes in group 0)
+            img = render_camera(m, d, cam, height=h, width=w, groups=VISUAL_GROUPS)
             obs[f"{cam}_image"] = apply_image(img, self.perturbation, self._noise_rng)
             if self.depth:
-                obs[f"{cam}_depth"] = render_camera(m, d, cam, height=h, width=w, depth=True)
+                obs[f"{cam}_depth"] = render_camera(m, d, cam, height=h, width=w, depth=True,
+                                                    groups=VISUAL_GROUPS)
         return obs
 
     # -- traces and states ---------------------------------------------------------------------

@@ -188,9 +188,12 @@ class ArenaEnv(ManipulationEnv):
         taken: dict[float, list[tuple[str, Footprint]]] = {}
         free_table = Region(name="table", target=next(iter(self.table_names), "table"),
                             ranges=((-0.35, -0.45, 0.35, 0.45),))
-        # fixtures first (objects may stand on them), then objects in declaration order
-        order = [n for n in self.assets if n in self.mocap_id and n not in self.moving]
-        order += [n for n in self.assets if n not in order]
+        # what the task places comes first (fixtures before objects, which may stand on them),
+        # then what it leaves to chance, so a random spot never takes a declared region
+        fixtures = [n for n in self.assets if self.assets[n].category.kind == "fixture"]
+        objects = [n for n in self.assets if n not in fixtures]
+        order = [n for n in fixtures + objects if n in support]
+        order += [n for n in fixtures + objects if n not in support]
         pending = list(order)
         while pending:
             progressed = False

@@ -1,0 +1,197 @@
+"""Headless rendering the right way up (issue #5, "Rendering"): real EGL rendering, small images."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import mujoco
+import numpy as np
+import pytest
+
+from robosafe.errors import RobosafeError
+from robosafe.sim import render
+from robosafe.sim.perturb import VisualPerturbation, apply_image, apply_model
+from robosafe.sim.render import ensure_gl_backend, flip_robosuite_image, render_camera
+
+H = W = 64
+CAM_HEIGHT = 1.5
+
+# A camera with the identity orientation looks down -z with image up = +y and right = +x, so
+# from 1.5 m above the floor the red box (+y) is in the top half and the blue box (+x) in the
+# right half of a picture that is the right way up.
+SCENE = f"""
+<mujoco>
+  <visual><map znear="0.01" zfar="50"/></visual>
+  <worldbody>
+    <light pos="0 0 3" dir="0 0 -1" directional="true"/>
+    <geom name="floor" type="plane" size="2 2 .1" rgba=".5 .5 .5 1"/>
+    <geom name="red" type="box" pos="0 .3 .05" size=".08 .08 .05" rgba="1 0 0 1"/>
+    <geom name="blue" type="box" pos=".3 0 .05" size=".08 .08 .05" rgba="0 0 1 1"/>
+    <camera name="top" pos="0 0 {CAM_HEIGHT}" fovy="60"/>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def scene():
+    model = mujoco.MjModel.from_xml_string(SCENE)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    return model, data
+
+
+def centroid(mask: np.ndarray) -> tuple[float, float]:
+    rows, cols = np.nonzero(mask)
+    assert rows.size > 10
+    return rows.mean(), cols.mean()
+
+
+def test_image_is_the_right_way_up(scene):
+    img = render_camera(*scene, "top", height=H, width=W)
+    assert img.shape == (H, W, 3) and img.dtype == np.uint8
+    r, g, b = (img[..., i].astype(int) for i in range(3))
+    red_row, red_col = centroid((r - g > 80) & (r - b > 80))
+    blue_row, blue_col = centroid((b - r > 80) & (b - g > 80))
+    assert red_row < H / 2 - 5 and abs(red_col - (W - 1) / 2) < 2  # +y: top, centred
+    assert blue_col > W / 2 + 5 and abs(blue_row - (H - 1) / 2) < 2  # +x: right, centred
+
+
+def test_depth_in_metres_and_repeatable(scene):
+    depth = render_camera(*scene, "top", height=H, width=W, depth=True)
+    assert depth.shape == (H, W) and depth.dtype == np.float32
+    assert abs(float(depth[H // 2, W // 2]) - CAM_HEIGHT) < 1e-3  # the floor
+    red_row, red_col = int(H / 2 - 0.3 / (CAM_HEIGHT * np.tan(np.pi / 6)) * H / 2), W // 2
+    assert abs(float(depth[red_row, red_col]) - (CAM_HEIGHT - 0.1)) < 1e-3  # the box top
+    a = render_camera(*scene, "top", height=H, width=W)
+    b = render_camera(*scene, "top", height=H, width=W)
+    assert a.tobytes() == b.tobytes()
+    assert render_camera(*scene, "top", height=H, width=W, shadows=True,
+                         reflections=True).shape == (H, W, 3)
+
+
+def test_renderers_are_reused_per_model_and_size(scene):
+    model, _ = scene
+    r1 = render._renderer(model, H, W)
+    assert render._renderer(model, H, W) is r1
+    assert render._renderer(model, 32, 32) is not r1
+    assert render._renderer(model, H, W) is r1
+    assert len(render._renderers) <= render._CACHE_SIZE
+
+
+def test_unknown_camera_is_a_user_error(scene):
+    with pytest.raises(RobosafeError, match="cameras: top"):
+        render_camera(*scene, "nope", height=H, width=W)
+
+
+def test_perturbed_model_renders_the_offset_and_colour(scene):
+    model = mujoco.MjModel.from_xml_string(SCENE)
+    data = mujoco.MjData(model)
+    cam = model.camera("top").id
+    base = model.cam_pos.copy()
+    pert = VisualPerturbation(recolor=True, object_rgba=((0.2, 0.8, 0.2, 1.0),),
+                              camera_offsets={"top": (0.0, 0.0, 0.5)})
+    apply_model(model, pert, object_geoms=[[model.geom("red").id]], camera_ids={"top": cam},
+                base_cam_pos=base)
+    mujoco.mj_forward(model, data)
+    depth = render_camera(model, data, "top", height=H, width=W, depth=True)
+    assert abs(float(depth[H // 2, W // 2]) - (CAM_HEIGHT + 0.5)) < 1e-3
+    img = render_camera(model, data, "top", height=H, width=W)
+    r, g, b = (img[..., i].astype(int) for i in range(3))
+    assert not np.any((r - g > 80) & (r - b > 80)) and np.any((g - r > 80) & (g - b > 80))
+    noisy = apply_image(img, VisualPerturbation(noise=("gaussian", 0.0, 0.085)),
+                        np.random.default_rng(0))
+    again = apply_image(render_camera(model, data, "top", height=H, width=W),
+                        VisualPerturbation(noise=("gaussian", 0.0, 0.085)),
+                        np.random.default_rng(0))
+    assert noisy.tobytes() == again.tobytes()
+
+
+# --------------------------------------------------------------------------- GL backend
+
+
+# robosafe.sim's package __init__ imports robosuite, which itself exports MUJOCO_GL=egl when it is
+# unset; to test the choice made by ensure_gl_backend alone, the subprocesses load render.py by
+# file path, without the package.
+LOAD_RENDER = f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("render", {str(render.__file__)!r})
+render = importlib.util.module_from_spec(spec); spec.loader.exec_module(render)
+"""
+
+
+def run_python(code: str, **env_changes) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    env.update(env_changes)
+    return subprocess.run([sys.executable, "-c", LOAD_RENDER + code], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_backend_set_in_environment_is_respected():
+    assert ensure_gl_backend() == os.environ["MUJOCO_GL"]
+    # A backend the user asked for is not probed (osmesa need not even be installed).
+    proc = run_python("print(render.ensure_gl_backend(), 'mujoco' in sys.modules)",
+                      MUJOCO_GL="osmesa")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["osmesa", "False"]
+
+
+RENDER_AFTER = """
+import os
+{before}
+backend = render.ensure_gl_backend()
+import mujoco
+m = mujoco.MjModel.from_xml_string("<mujoco><worldbody><light pos='0 0 1'/>"
+    "<geom type='box' size='.1 .1 .1' rgba='1 0 0 1'/><camera name='c' pos='0 0 1'/>"
+    "</worldbody></mujoco>")
+d = mujoco.MjData(m); mujoco.mj_forward(m, d)
+img = render.render_camera(m, d, "c", height=16, width=16)
+print(backend, os.environ["MUJOCO_GL"], os.environ["PYOPENGL_PLATFORM"], int(img[8, 8, 0] > 100))
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import mujoco  # GL context fixed before the choice"])
+def test_backend_is_chosen_when_unset(before):
+    proc = run_python(RENDER_AFTER.format(before=before))
+    assert proc.returncode == 0, proc.stderr
+    backend, exported, platform, red = proc.stdout.split()
+    assert backend in render.BACKENDS and exported == platform == backend and red == "1"
+
+
+def test_missing_backend_message_is_one_actionable_line():
+    msg = render.missing_gl_message({"egl": "EGLError: no display", "osmesa": "no libOSMesa"})
+    assert "\n" not in msg
+    assert "apt-get install -y" in msg and "libosmesa6" in msg and "libegl1" in msg
+    assert "libgl1-mesa-dri" in msg
+
+
+# --------------------------------------------------------------------------- robosuite
+
+
+def test_robosuite_camera_observations_are_upside_down():
+    suite = pytest.importorskip("robosuite")
+    env = suite.make("Lift", robots="Panda", has_renderer=False, has_offscreen_renderer=True,
+                     use_camera_obs=True, camera_names=["agentview"], camera_heights=H,
+                     camera_widths=W, camera_depths=True)
+    try:
+        obs = env.reset()
+        raw = obs["agentview_image"]
+        upright = flip_robosuite_image(raw)
+        model, data = env.sim.model._model, env.sim.data._data
+        # robosuite renders visual geoms (groups 1, 2) with reflections on.
+        ours = render_camera(model, data, "agentview", height=H, width=W, groups=(1, 2),
+                             reflections=True)
+        assert np.array_equal(upright, ours)
+        assert not np.array_equal(raw, ours)
+        # The table top (near the camera, light) fills the bottom rows of the upright view.
+        table_z = env.table_offset[2]
+        depth = render_camera(model, data, "agentview", height=H, width=W, depth=True,
+                              groups=(1, 2))
+        assert depth[-1].mean() < depth[0].mean()  # bottom row nearer than the top row
+        assert table_z > 0.5 and upright[-4:].mean() > upright[:4].mean()
+        assert flip_robosuite_image(obs["agentview_depth"]).shape == (H, W, 1)
+        assert np.array_equal(flip_robosuite_image(raw, "opencv"), raw)
+    finally:
+        env.close()
