@@ -42,11 +42,11 @@ STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 VISUAL_GROUPS = (1, 2)
 
 
-def load_task(task: Problem | str | Path, control_freq: float | None = None
-              ) -> tuple[Problem, str]:
+def load_task(task: Problem | str | Path, control_freq: float | None = None,
+              source: str | None = None) -> tuple[Problem, str]:
     """Parse and validate a task file (or take a parsed one); the first error is raised."""
     if isinstance(task, Problem):
-        problem, source = task, f"<{task.name}>"
+        problem, source = task, source or f"<{task.name}>"
     else:
         problem, source = parse_file(task, control_freq=control_freq), str(task)
     errors = validate_task(problem, source)
@@ -58,13 +58,13 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None
 class TaskEnv:
     """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
 
-    def __init__(self, task: Problem | str | Path, *, cameras: tuple[str, ...] | None = None,
+    def __init__(self, task: Problem | str | Path, *, source: str | None = None, cameras: tuple[str, ...] | None = None,
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True):
         cfg = config()
-        self.problem, self.source = load_task(task, control_freq)
+        self.problem, self.source = load_task(task, control_freq, source)
         self.control_freq = float(self.problem.control_freq or control_freq
                                   or cfg["control_freq"])
         self.horizon = int(horizon or round(cfg["horizon_s"] * self.control_freq))
