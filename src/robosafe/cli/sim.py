@@ -75,7 +75,7 @@ def run(
                         break
                     a = (arr[t] if kind == "file" else np.zeros(env.action_dim) if kind == "zero"
                          else rng.uniform(-1.0, 1.0, env.action_dim))
-                    _, _, terminated, truncated, info = env.step(a)
+                    _, _, terminated, truncated, _ = env.step(a)
                     if terminated or truncated:
                         break
                 ep = env.episode(policy=actions if kind != "file" else Path(actions).name)

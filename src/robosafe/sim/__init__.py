@@ -4,6 +4,7 @@ VLA-Arena paper 001 Sec. 2-4 and App. 7-8; SafeVLA-Bench paper 000 App. B for th
 
 import logging as _logging
 
+from robosafe.errors import RobosafeError
 from robosafe.sim.render import ensure_gl_backend as _ensure_gl
 
 
@@ -22,6 +23,6 @@ def _quiet_robosuite() -> None:
 # robosuite sets MUJOCO_GL=egl on import when it is unset: pick a working backend first
 try:
     _ensure_gl()
-except Exception:  # no GL at all: physics-only use still works; rendering reports it
-    pass
+except RobosafeError:  # no GL at all: physics-only use still works; rendering reports it
+    _logging.getLogger(__name__).debug("no OpenGL backend found at import")
 _quiet_robosuite()

@@ -24,8 +24,14 @@ import mujoco
 import numpy as np
 
 from robosafe.errors import RobosafeError, TaskError
-from robosafe.sim.perturb import VisualPerturbation, apply_image, apply_model, combine, \
-    draw_level, from_task
+from robosafe.sim.perturb import (
+    VisualPerturbation,
+    apply_image,
+    apply_model,
+    combine,
+    draw_level,
+    from_task,
+)
 from robosafe.sim.predicates import StateView
 from robosafe.sim.recorder import Recorder
 from robosafe.sim.render import ensure_gl_backend, render_camera
