@@ -137,10 +137,10 @@ def record(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
+    import robosuite
+
     from robosafe.sim.recorder import Recorder  # first: it imports robosuite quietly
     from robosafe.trace.io import write_episodes
-
-    import robosuite
 
     if env_name not in robosuite.ALL_ENVIRONMENTS:
         fail(f"unknown robosuite environment {env_name!r} (known: "
