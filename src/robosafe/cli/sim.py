@@ -137,9 +137,8 @@ def record(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
-    import robosuite
-
-    from robosafe.sim.recorder import Recorder  # first: it imports robosuite quietly
+    from robosafe.sim import robosuite  # imported quietly by robosafe.sim
+    from robosafe.sim.recorder import Recorder
     from robosafe.trace.io import write_episodes
 
     if env_name not in robosuite.ALL_ENVIRONMENTS:
