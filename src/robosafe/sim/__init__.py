@@ -26,4 +26,4 @@ try:
 except RobosafeError:  # no GL at all: physics-only use still works; rendering reports it
     _logging.getLogger(__name__).debug("no OpenGL backend found at import")
 _quiet_robosuite()
-import robosuite  # noqa: E402, F401  (already imported quietly above; re-exported for the CLI)
+import robosuite  # noqa: F401  (already imported quietly above; re-exported for the CLI)
