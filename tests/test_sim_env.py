@@ -270,3 +270,13 @@ def test_cli_runs_episodes_and_exports_states(tmp_path):
     assert np.load(state, allow_pickle=False).ndim == 1
     res = robosafe("sim", "run", str(tmp_path / "missing.bddl"), "--out", str(out))
     assert res.returncode == 2 and res.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["libero_pick_place.bddl", "every_block.bddl",
+                                  "dynamic_obstacle_cost.bddl", "pick_place_moving_car.bddl"])
+def test_every_init_atom_holds_after_reset(name):
+    env = TaskEnv(EXAMPLES / name, render=False)
+    env.reset(seed=2)
+    failed = [p for p in env.problem.init if not env.view.atom(p)]
+    assert not failed
+    env.close()

@@ -200,8 +200,9 @@ class ArenaEnv(ManipulationEnv):
             for name in list(pending):
                 atom = support.get(name)
                 ref = str(atom.args[1]) if atom is not None else None
-                if ref is not None and ref in self.assets and ref not in placed:
-                    continue  # stacked on something not placed yet
+                host = regions[ref].target if ref in regions else ref
+                if host is not None and host in self.assets and host not in placed:
+                    continue  # on (a region of) something not placed yet
                 placed[name] = self._place_one(name, ref, atom, regions, free_table, taken,
                                                placed, rng, cfg)
                 pending.remove(name)
