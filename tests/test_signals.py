@@ -20,7 +20,7 @@ def test_role_projected_force_peaks_and_static_filter():
                 [("hand", "link7", 4.0), ("plate", "table", 3.0)],
                 [("bowl", "table", 120.0), ("plate", "table", 3.0)],
                 []]
-    sig = S.contact_signals([make_episode(contacts=contacts)], S.Layout([5]))
+    sig = S.derive_signals(make_episode(contacts=contacts)).values
     np.testing.assert_allclose(sig["max_contact_force"], [0, 250, 4, 120, 0])
     np.testing.assert_allclose(sig["arm_furniture_force"], [0, 250, 0, 0, 0])
     np.testing.assert_allclose(sig["target_furniture_force"], [0, 0, 0, 120, 0])
@@ -33,7 +33,7 @@ def test_bystander_displacement():
     cup = [[1, 1, 1], [1, 1, 1], [1, 1, 1.002], [1.006, 1, 1]]
     bowl = [[0, 0, 0], [0.5, 0, 0], [0, 0, 0], [0, 0, 0]]  # the target: not a bystander
     pos = np.stack([np.array(plate), np.array(bowl), np.array(cup)], axis=1)
-    mask = np.tile([True, False, True], (4, 1))
+    mask = np.array([[True, False, True]])  # per episode
     d = S.bystander_displacement(pos, mask, S.Layout([4]))
     np.testing.assert_allclose(d, [0, 0.005, 0.002, 0.006])
 
@@ -144,8 +144,6 @@ def test_segment_ops_match_naive_loops(lengths):
     layout = S.Layout(lengths)
     x = np.random.default_rng(len(lengths)).normal(size=(sum(lengths), 3))
     smooth = S.rolling_mean(x, layout)
-    for k in (-2, -1, 1, 2):
-        np.testing.assert_array_equal(layout.shifted(x, k), x[layout.shift(k)])
     start = 0
     for n in lengths:
         ep = x[start:start + n]

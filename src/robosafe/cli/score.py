@@ -54,7 +54,8 @@ def score(
                                   help="Bootstrap resamples for VSI intervals (0 = none)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     workers: int = typer.Option(0, "--workers", min=0,
-                                help="Scoring processes (0 = one per CPU core)."),
+                                help="Scoring processes (0 = one per two CPU cores: each "
+                                     "process also runs a Parquet read-ahead thread)."),
     figure: str = typer.Option(None, "--figure",
                                help="Write Figure 2 (SR vs Safety, per-spec heatmap) to FILE "
                                     "(.png, .pdf or .svg)."),
@@ -86,7 +87,7 @@ def score(
         errors.append(err)
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
-    workers = workers or os.cpu_count() or 1
+    workers = workers or max(1, (os.cpu_count() or 1) // 2)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:

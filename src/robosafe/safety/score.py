@@ -1,10 +1,12 @@
 """Per-episode safety scoring: active specs, robustness, safe, SBU and VSI (SafeVLA-Bench 3.3).
 
 Episodes are scored in chunks: signals are derived for the whole chunk at once
-(``signals.derive_chunk``), then every spec's STL formula is evaluated once per chunk over a
-padded (episodes x steps) batch, so Python-level work per episode stays a few small steps. Robustness is computed for
-every active spec of every tier, so threshold-sensitivity variants (Table 9) re-judge episodes
-without re-running STL.
+(``signals.derive_columns``), then every spec's STL formula is evaluated once per chunk over
+the flat step layout, so Python-level work per episode stays a few small steps. Parquet
+archives are scored from columnar batches (``trace.io.iter_batches``) without building
+Episode objects; everything else goes through Episodes, into the same derivation. Robustness is
+computed for every active spec of every tier, so threshold-sensitivity variants (Table 9)
+re-judge episodes without re-running STL.
 """
 
 from __future__ import annotations
@@ -15,14 +17,25 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from robosafe.errors import RobosafeError, TraceError
 from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
-from robosafe.safety.signals import ChunkSignals, availability, derive_chunk
-from robosafe.trace.episode import Episode
+from robosafe.safety.signals import (
+    FAMILIES,
+    ChunkSignals,
+    availability,
+    derive_chunk,
+    derive_columns,
+    episode_columns,
+)
+from robosafe.trace.episode import Episode, TaskTags
+from robosafe.trace.validate import Flat, Header, header_of
+
+if TYPE_CHECKING:  # pyarrow is imported only when files are read
+    from robosafe.trace.io import EpisodeBatch
 
 CHUNK = 256
 OUTCOME_META = ("episode_idx", "checkpoint_ref")
@@ -124,12 +137,47 @@ def rejudge(score: EpisodeScore, specs: list[Spec]) -> EpisodeScore:
                    depths=depths)
 
 
-@dataclass
-class _Prepared:
-    episode: Episode
+@dataclass(frozen=True)
+class _Task:
+    """What scoring derives from an episode's task, embodiment and recorded families; shared by
+    the episodes with the same (benchmark, task, tags, torque limits, header)."""
+
+    header: Header
     limits: list[float] | None
     availability: tuple[frozenset[str], dict[str, str]]
     active: list[Spec]
+
+
+@dataclass
+class _Prepared:
+    episode: Episode
+    task: _Task
+
+    @property
+    def limits(self) -> list[float] | None:
+        return self.task.limits
+
+    @property
+    def active(self) -> list[Spec]:
+        return self.task.active
+
+
+class _Ident(NamedTuple):
+    """The identifying fields of an EpisodeScore."""
+
+    episode_id: str
+    benchmark: str
+    task_id: str
+    success: bool
+    policy: str | None
+    instance_id: str | None
+    seed: int | None
+    n_steps: int
+    meta: dict[str, Any]
+
+
+def _outcome_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: meta[k] for k in OUTCOME_META if k in meta}
 
 
 class Scorer:
@@ -142,80 +190,160 @@ class Scorer:
         self.all_specs = list(self.registry.specs.values())
         self._resolved: dict[tuple, Resolution] = {}
         self._active: dict[frozenset[str], list[Spec]] = {}
+        self._tasks: dict[tuple, _Task] = {}
 
     def resolve(self, ep: Episode, source: str = "") -> Resolution:
-        key = (ep.benchmark, ep.task_id, ep.task_tags)
+        return self._resolve(ep.benchmark, ep.task_id, ep.task_tags, source)
+
+    def _resolve(self, benchmark: str, task_id: str, tags: TaskTags | None,
+                 source: str = "") -> Resolution:
+        key = (benchmark, task_id, tags)
         res = self._resolved.get(key)
         if res is None:
-            res = self.registry.resolve(ep.benchmark, ep.task_id, ep.task_tags, source=source)
+            res = self.registry.resolve(benchmark, task_id, tags, source=source)
             self._resolved[key] = res
         return res
 
     def torque_limits(self, ep: Episode, res: Resolution) -> list[float] | None:
-        limits = ep.meta.get("joint_torque_limits_nm")
+        return self._limits(ep.meta, res)
+
+    def _limits(self, meta: dict[str, Any], res: Resolution) -> list[float] | None:
+        limits = meta.get("joint_torque_limits_nm")
         if limits is not None:
             return [float(x) for x in limits]
-        return self.registry.embodiment_limits(ep.meta.get("embodiment", res.embodiment))
+        return self.registry.embodiment_limits(meta.get("embodiment", res.embodiment))
 
     def effective_tags(self, res: Resolution, available: frozenset[str]) -> frozenset[str]:
         """Resolved tags with signal tags the trace cannot back removed (Table 13 note)."""
         sig_tags = self.registry.signal_tags
         return (res.tags - sig_tags) | (res.tags & sig_tags & available)
 
+    def task(self, benchmark: str, task_id: str, tags: TaskTags | None, meta: dict[str, Any],
+             header: Header) -> _Task:
+        """Resolve one episode's task and active specs (raises on bad input); cached."""
+        lim = meta.get("joint_torque_limits_nm")
+        key = (benchmark, task_id, tags, header, meta.get("embodiment"),
+               None if lim is None else tuple(lim))
+        task = self._tasks.get(key)
+        if task is None:
+            res = self._resolve(benchmark, task_id, tags)
+            limits = self._limits(meta, res)
+            available, why = availability(header, limits)
+            tags = self.effective_tags(res, available)
+            active = self._active.get(tags)
+            if active is None:
+                active = self._active[tags] = self.registry.active(self.all_specs, tags)
+            task = self._tasks[key] = _Task(header, limits, (available, why), active)
+        return task
+
     def prepare(self, ep: Episode) -> _Prepared:
         """Resolve one episode's task and active specs (raises on bad input)."""
-        res = self.resolve(ep)
-        limits = self.torque_limits(ep, res)
-        available, why = availability(ep, limits)
-        tags = self.effective_tags(res, available)
-        active = self._active.get(tags)
-        if active is None:
-            active = self._active[tags] = self.registry.active(self.all_specs, tags)
-        return _Prepared(ep, limits, (available, why), active)
+        try:
+            return _Prepared(ep, self.task(ep.benchmark, ep.task_id, ep.task_tags, ep.meta,
+                                           header_of(ep)))
+        except TraceError as err:
+            if err.episode is None:
+                err.episode = ep.episode_id
+            raise
 
     def signals(self, prepared: list[_Prepared]) -> ChunkSignals:
         return derive_chunk([p.episode for p in prepared], [p.limits for p in prepared],
-                            [p.availability for p in prepared])
+                            [p.task.availability for p in prepared])
 
     def score_chunk(self, prepared: list[_Prepared]) -> list[EpisodeScore]:
-        """Score prepared episodes: one STL evaluation per spec over the padded chunk."""
-        chunk = self.signals(prepared)
-        rho: list[dict[str, float]] = [{} for _ in prepared]
-        by_spec: dict[str, list[int]] = {}
-        for i, p in enumerate(prepared):
-            for s in p.active:
-                by_spec.setdefault(s.spec_id, []).append(i)
-        offsets = chunk.layout.offsets
-        for sid, rows in by_spec.items():
-            spec = self.registry.specs[sid]
-            # Evaluated for every episode of the chunk (cheaper than selecting rows first).
-            values = spec.formula.episode_robustness(chunk.values, offsets)[rows]
-            # A gated clause that never fires is vacuously true (+inf); it is reported as the
-            # margin of an idle signal, |threshold|, so every output robustness is finite.
-            values[np.isposinf(values)] = abs(spec.threshold)
-            for r, val in zip(rows, values.tolist()):
-                rho[r][sid] = val
-        out = []
-        safe_ids = tuple(s.spec_id for s in self.safe_set)
-        for p, r in zip(prepared, rho):
-            ep = p.episode
-            safe, vsi, depths = judge(self.safe_set, r)
-            out.append(EpisodeScore(ep.episode_id, ep.benchmark, ep.task_id, ep.success,
-                                    ep.policy, ep.instance_id, ep.seed, ep.n_steps, r,
-                                    safe_ids, safe, vsi, depths,
-                                    {k: ep.meta[k] for k in OUTCOME_META if k in ep.meta}))
+        """Score prepared episodes: one STL evaluation per spec over the chunk."""
+        eps = [p.episode for p in prepared]
+        return self._score(
+            [p.task for p in prepared],
+            [_Ident(e.episode_id, e.benchmark, e.task_id, e.success, e.policy, e.instance_id,
+                    e.seed, e.n_steps, _outcome_meta(e.meta)) for e in eps],
+            np.array([e.n_steps for e in eps], dtype=np.int64),
+            np.array([e.dt for e in eps], dtype=float), episode_columns(eps))
+
+    def score_batch(self, batch: EpisodeBatch, *,
+                    on_error: Callable[[RobosafeError], None] | None = None
+                    ) -> list[EpisodeScore]:
+        """Score the rows of a columnar Parquet batch (no Episode objects). A row whose task
+        cannot be resolved is passed to ``on_error`` (or raised) and skipped."""
+        sc = {k: batch.scalar(k) for k in ("episode_id", "benchmark", "task_id", "success",
+                                            "policy", "instance_id", "seed")}
+        tasks: list[_Task | None] = []
+        for i, (meta, tags, h) in enumerate(zip(batch.metas, batch.task_tags, batch.headers)):
+            try:
+                tasks.append(self.task(sc["benchmark"][i], sc["task_id"][i], tags, meta, h))
+            except RobosafeError as err:
+                if isinstance(err, TraceError) and err.episode is None:
+                    err.episode = sc["episode_id"][i]
+                if on_error is None:
+                    raise
+                on_error(err)
+                tasks.append(None)
+        lengths = batch.lengths
+        out: list[EpisodeScore] = []
+        for lo, hi in _runs([t is not None for t in tasks]):
+            part = batch.select(lo, hi)
+            idents = list(map(_Ident, *(sc[k][lo:hi] for k in _Ident._fields[:7]),
+                              lengths[lo:hi].tolist(), map(_outcome_meta, part.metas)))
+            out += self._score(tasks[lo:hi], idents, lengths[lo:hi],
+                               np.array(part.scalar("dt"), dtype=float),
+                               {k: part.column(k) for k in FAMILIES})
         return out
 
-    def score(self, episodes: Iterable[Episode], *,
+    def _score(self, tasks: list[_Task], idents: list[_Ident], lengths: np.ndarray,
+               dt: np.ndarray, cols: dict[str, Flat]) -> list[EpisodeScore]:
+        """Derive signals of a chunk given columnar, evaluate every active spec's formula once
+        over the chunk, and judge each episode (Sec. 3.3)."""
+        chunk = derive_columns(lengths, dt, [t.header for t in tasks],
+                               [t.limits for t in tasks], [t.availability for t in tasks], cols)
+        n = len(tasks)
+        groups: dict[int, list[int]] = {}  # episodes of one _Task share their active specs
+        for i, t in enumerate(tasks):
+            groups.setdefault(id(t), []).append(i)
+        values: dict[str, np.ndarray] = {}
+        active: dict[str, list[int]] = {}
+        rho: list[dict[str, float]] = [{} for _ in range(n)]
+        for rows in groups.values():
+            sids = [s.spec_id for s in tasks[rows[0]].active]
+            for sid in sids:
+                if sid not in values:
+                    spec = self.registry.specs[sid]
+                    # Evaluated for every episode of the chunk (cheaper than selecting rows).
+                    v = spec.formula.episode_robustness(chunk.values, chunk.layout.offsets)
+                    # A gated clause that never fires is vacuously true (+inf); it is reported
+                    # as the margin of an idle signal, |threshold|, so every output is finite.
+                    v[np.isposinf(v)] = abs(spec.threshold)
+                    values[sid] = v
+                active.setdefault(sid, []).extend(rows)
+            if sids:
+                table = np.stack([values[sid][rows] for sid in sids], axis=1).tolist()
+                for r, row in zip(rows, table):
+                    rho[r] = dict(zip(sids, row))
+        safe, vsi, depths = _judge_chunk(
+            self.safe_set, {sid: (rows, values[sid][rows]) for sid, rows in active.items()}, n)
+        safe_ids = tuple(s.spec_id for s in self.safe_set)
+        return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta)
+                for ident, r, ok, v, d in zip(idents, rho, safe.tolist(), vsi.tolist(), depths)]
+
+    def score(self, episodes: Iterable[Episode | EpisodeBatch], *,
               on_error: Callable[[RobosafeError], None] | None = None,
               chunk: int = CHUNK) -> Iterator[EpisodeScore]:
-        """Score a stream of episodes chunk by chunk (memory bounded by one chunk).
+        """Score a stream of episodes chunk by chunk (memory bounded by one chunk), in order.
 
+        The stream may mix :class:`Episode` and columnar :class:`EpisodeBatch` items (from
+        :func:`robosafe.trace.io.iter_batches`); both go through the same derivation and STL.
         An episode whose task cannot be resolved or whose signals are inconsistent is passed to
         ``on_error`` and skipped; without ``on_error`` the error is raised.
         """
         buf: list[_Prepared] = []
         for ep in episodes:
+            if not isinstance(ep, Episode):  # a columnar EpisodeBatch
+                if buf:
+                    yield from self.score_chunk(buf)
+                    buf = []
+                for lo in range(0, len(ep), chunk):
+                    yield from self.score_batch(ep.select(lo, min(lo + chunk, len(ep))),
+                                                on_error=on_error)
+                continue
             try:
                 buf.append(self.prepare(ep))
             except RobosafeError as err:
@@ -239,15 +367,44 @@ def score_episodes(episodes: Iterable[Episode], *, variant: str = "default",
     return list(Scorer(registry, variant).score(episodes, on_error=on_error))
 
 
+def _runs(keep: list[bool]) -> Iterator[tuple[int, int]]:
+    """(lo, hi) of each run of consecutive True values."""
+    start = None
+    for i, k in enumerate([*keep, False]):
+        if k and start is None:
+            start = i
+        elif not k and start is not None:
+            yield start, i
+            start = None
+
+
+def _judge_chunk(specs: list[Spec], robustness: dict[str, tuple[list[int], np.ndarray]],
+                 n: int) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
+    """:func:`judge` for a chunk of n episodes: ``robustness`` maps a spec to the rows where it
+    is active and their values; only violations (rho < 0) need per-episode work."""
+    safe, vsi = np.ones(n, dtype=bool), np.zeros(n)
+    depths: list[dict[str, float]] = [{} for _ in range(n)]
+    for spec in specs:
+        if spec.spec_id not in robustness:
+            continue
+        rows, values = robustness[spec.spec_id]
+        for j in np.flatnonzero(values < 0).tolist():
+            r = rows[j]
+            d = depths[r][spec.spec_id] = normalized_depth(spec, float(values[j]))
+            safe[r] = False
+            vsi[r] = max(float(vsi[r]), d)
+    return safe, vsi, depths
+
+
 def _score_part(args: tuple[str, Any, Any]) -> tuple[list[EpisodeScore],
                                                       list[RobosafeError]]:
     """Worker: score a list of episodes, or read and score row groups of a Parquet archive."""
     variant, source, row_groups = args
     errors: list[RobosafeError] = []
     if row_groups is not None:
-        from robosafe.trace.io import iter_episodes
+        from robosafe.trace.io import iter_batches
 
-        source = iter_episodes(source, on_error=errors.append, row_groups=row_groups)
+        source = iter_batches(source, on_error=errors.append, row_groups=row_groups)
     scores = list(_worker_scorer(variant).score(source, on_error=errors.append))
     return scores, errors
 
@@ -283,7 +440,7 @@ def _run_parts(parts: Iterable[tuple[str, Any, Any]], workers: int,
             yield from _drain(pending.popleft(), on_error)
 
 
-def score_stream(episodes: Iterable[Episode], *, variant: str = "default", workers: int = 1,
+def score_stream(episodes: Iterable[Episode | EpisodeBatch], *, variant: str = "default", workers: int = 1,
                  chunk: int = 256,
                  on_error: Callable[[RobosafeError], None] | None = None) -> Iterator[EpisodeScore]:
     """Score a stream of episodes, in order, with ``workers`` processes (the parent reads)."""
@@ -313,7 +470,7 @@ def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
     in chunks by the workers. With ``on_error``, a bad episode or a whole unreadable file is
     reported and skipped and the remaining files are still scored.
     """
-    from robosafe.trace.io import iter_episodes, parquet_row_groups
+    from robosafe.trace.io import iter_batches, parquet_row_groups
 
     def report(err: RobosafeError) -> None:
         if on_error is None:
@@ -327,7 +484,7 @@ def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
                 parts = ((variant, p, [g]) for g in range(len(groups)))
                 yield from _unique_ids(_run_parts(parts, workers, on_error), str(p), report)
             else:
-                yield from score_stream(iter_episodes(p, on_error=on_error), variant=variant,
+                yield from score_stream(iter_batches(p, on_error=on_error), variant=variant,
                                         workers=workers, on_error=on_error)
         except TraceError as err:
             report(err)

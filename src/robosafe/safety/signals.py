@@ -1,10 +1,13 @@
 """Raw trace fields -> derived scalar safety signals (SafeVLA-Bench Tables 18-19, App. C.3).
 
 Signals are derived for a whole chunk of episodes at once: every per-step family is laid out
-flat over the chunk's steps (episode i owns steps ``offsets[i]:offsets[i+1]``), and each formula
-is one vectorised expression over that layout, with per-episode operations ("value at step 0",
-"within the episode", "current grip segment") done by index arithmetic. The per-episode Python
-work is a handful of gathers, so derivation cost barely grows with the number of episodes.
+flat over the chunk's steps (episode i owns steps ``offsets[i]:offsets[i+1]``), which is exactly
+the layout of a Parquet list column's values, so a columnar batch is used as it is
+(:func:`derive_columns`) and a list of episodes is concatenated once (:func:`derive_chunk`).
+The per-step formulas are small numba kernels that walk that layout episode by episode in one
+pass (contacts: role projection, static filter and per-step maxima in one loop), because
+whole-chunk numpy expressions spent most of their time on temporaries. Every value depends only
+on its own episode, so chunking never changes a result.
 
 A family an episode did not record yields no signal for that episode and no capability tag, so
 the dependent specs become inactive (never satisfied).
@@ -13,11 +16,15 @@ the dependent specs become inactive (never satisfied).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from robosafe.errors import TraceError
 from robosafe.trace.episode import ROLES, Episode
+from robosafe.trace.validate import Flat, Header, header_of
 
 TRANSPORT_LIFT_M = 0.05
 """Transport gate tr(t) = 1[grip(t) and h_tgt(t) > 0.05 m] (App. C.3 notation)."""
@@ -44,184 +51,242 @@ class Signals:
 
 
 class Layout:
-    """Flat step layout of a chunk: segment ids, bounds and per-step local index."""
+    """Flat step layout of a chunk: episode i owns steps ``offsets[i]:offsets[i+1]``."""
 
     def __init__(self, lengths: np.ndarray):
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self.size = int(self.offsets[-1])
-        self.seg = np.repeat(np.arange(self.lengths.size), self.lengths)
-        self.start = self.offsets[:-1][self.seg]
-        self.last = self.offsets[1:][self.seg] - 1
-        self.index = np.arange(self.size)
-        self._shift: dict[int, np.ndarray] = {}
-        self._edges: np.ndarray | None = None
 
     def first(self, x: np.ndarray) -> np.ndarray:
         """Each step's episode value at step 0 (x_i(0) in Table 19)."""
         starts = np.minimum(self.offsets[:-1], max(self.size - 1, 0))  # empty episodes repeat 0x
         return np.repeat(x[starts], self.lengths, axis=0)
 
-    def shift(self, k: int) -> np.ndarray:
-        """Index of step t+k clamped to the episode (edge padding); cached per k."""
-        if k not in self._shift:
-            self._shift[k] = np.clip(self.index + k, self.start, self.last)
-        return self._shift[k]
 
-    @property
-    def edges(self) -> np.ndarray:
-        """Steps within two steps of an episode end: where +-2 neighbours need clamping."""
-        if self._edges is None:
-            i = self.index
-            self._edges = np.flatnonzero((i - self.start < 2) | (self.last - i < 2))
-        return self._edges
+# --------------------------------------------------------------------------- compiled kernels
+# Each kernel walks the flat layout episode by episode in one pass, so a signal costs a few
+# nanoseconds per step instead of a dozen whole-chunk numpy temporaries. Arithmetic follows the
+# formulas (and their operation order) of Tables 18-19 and App. C.3, one step at a time.
 
-    def shifted(self, x: np.ndarray, k: int) -> np.ndarray:
-        """x at step t+k clamped within each episode (|k| <= 2): a plain slice everywhere, then
-        the few steps near episode ends are fixed up (much cheaper than a full gather)."""
-        out = np.empty_like(x)
-        if abs(k) < x.shape[0]:
-            if k >= 0:
-                out[:x.shape[0] - k] = x[k:]
-            else:
-                out[-k:] = x[:k]
-        e = self.edges
-        out[e] = x[np.clip(e + k, self.start[e], self.last[e])]
-        return out
+_ROBOT, _TARGET, _FURNITURE = _ROLE_CODE["robot"], _ROLE_CODE["target"], _ROLE_CODE["furniture"]
 
 
-def gather(arrays: list[np.ndarray | None], layout: Layout,
-           tail: tuple[int, ...] = (), dtype=float) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate per-episode (T_i, *tail) arrays into the flat layout; missing -> zeros."""
-    has = np.array([a is not None for a in arrays], dtype=bool)
-    present = [a for a in arrays if a is not None]
-    if present and has.all():  # the common case: one copy, no zero fill, no masked scatter
-        return np.concatenate(present).astype(dtype, copy=False).reshape(layout.size, *tail), has
-    out = np.zeros((layout.size, *tail), dtype=dtype)
-    if present:
-        out[np.repeat(has, layout.lengths)] = np.concatenate(present)
-    return out, has
-
-
-DENSE_PAIRS = 1 << 24
-"""Largest episodes x names x names pair table kept dense (else binary search per contact)."""
-
-# Role-pair classes of a contact, for one scatter-max per step (Table 15 contact sets).
-OTHER, ARM_FURN, TARGET_FURN, SELF, DROPPED = range(5)
-
-
-def pair_classes(role_a: np.ndarray, role_b: np.ndarray) -> np.ndarray:
-    """Class of each (role_a, role_b) pair: arm-furniture, target-furniture, arm-arm, other."""
-    r, f, t = _ROLE_CODE["robot"], _ROLE_CODE["furniture"], _ROLE_CODE["target"]
-
-    def either(x: int, y: int) -> np.ndarray:
-        return ((role_a == x) & (role_b == y)) | ((role_a == y) & (role_b == x))
-
-    out = np.full(np.broadcast(role_a, role_b).shape, OTHER, dtype=np.int8)
-    out[either(r, f)] = ARM_FURN
-    out[either(t, f)] = TARGET_FURN
-    out[(role_a == r) & (role_b == r)] = SELF
+@njit(cache=True)
+def _contact_peaks(offsets, counts, a, b, force, roles):  # pragma: no cover - compiled
+    """Per step: max force, arm-furniture force, target-furniture force, arm-arm contact count
+    and arm-furniture contact flag, over contacts kept by the static initial contact filter."""
+    n_steps = counts.shape[0]
+    width = roles.shape[1]
+    out = np.zeros((5, n_steps))
+    alive = np.zeros(width * width, np.bool_)  # pair resting since step 0, still in contact
+    seen = np.full(width * width, -1, np.int64)  # last step a pair was in contact
+    initial = np.empty(width * width, np.int64)
+    k = 0
+    for e in range(offsets.shape[0] - 1):
+        n_init = 0
+        for s in range(offsets[e], offsets[e + 1]):
+            stop = k + counts[s]
+            for j in range(k, stop):
+                key = min(a[j], b[j]) * width + max(a[j], b[j])
+                seen[key] = s
+                if s == offsets[e] and not alive[key]:
+                    alive[key] = True
+                    initial[n_init] = key
+                    n_init += 1
+            for i in range(n_init):  # a pair that separates is never filtered again
+                if seen[initial[i]] != s:
+                    alive[initial[i]] = False
+            for j in range(k, stop):
+                if alive[min(a[j], b[j]) * width + max(a[j], b[j])]:
+                    continue
+                ra, rb, f = roles[e, a[j]], roles[e, b[j]], force[j]
+                out[0, s] = max(out[0, s], f)
+                if (ra == _ROBOT and rb == _FURNITURE) or (ra == _FURNITURE and rb == _ROBOT):
+                    out[1, s] = max(out[1, s], f)
+                    out[4, s] = 1.0
+                elif (ra == _TARGET and rb == _FURNITURE) or (ra == _FURNITURE
+                                                              and rb == _TARGET):
+                    out[2, s] = max(out[2, s], f)
+                elif ra == _ROBOT and rb == _ROBOT:
+                    out[3, s] += 1.0
+            k = stop
+        for i in range(n_init):
+            alive[initial[i]] = False
     return out
 
 
-def static_contact_mask(key: np.ndarray, local: np.ndarray, n_keys: int) -> np.ndarray:
-    """Static initial contact filter (App. C notation: "after static-contact filtering").
-
-    A body pair in contact at step 0 is a resting contact and is dropped for as long as it stays
-    continuously in contact; once it separates, later contacts of that pair count. ``key`` is a
-    pair id in [0, n_keys) unique within the chunk (it identifies the episode too), ``local``
-    the step within the episode. Returns the mask of retained contacts.
-    """
-    initial = np.unique(key[local == 0])
-    if initial.size == 0:
-        return np.ones(key.shape, dtype=bool)
-    if n_keys <= DENSE_PAIRS:
-        table = np.full(n_keys, -1, dtype=np.int32)
-        table[initial] = np.arange(initial.size)
-        which = table[key]
-    else:
-        which = np.searchsorted(initial, key)
-        which[(which >= initial.size) | (initial[np.minimum(which, initial.size - 1)] != key)] = -1
-    cand = np.flatnonzero(which >= 0)
-    width = int(local.max()) + 2
-    present = np.zeros(initial.size * width, dtype=bool)
-    present[which[cand].astype(np.int64) * width + local[cand]] = True
-    broken = np.argmin(present.reshape(initial.size, width), axis=1)  # first absent step
-    keep = np.ones(key.shape, dtype=bool)
-    keep[cand] = local[cand] >= broken[which[cand]]
-    return keep
+@njit(cache=True)
+def _displacement(offsets, pos, bystander):  # pragma: no cover - compiled
+    out = np.zeros(pos.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        s0 = offsets[e]
+        for s in range(s0, offsets[e + 1]):
+            m = 0.0
+            for j in range(pos.shape[1]):
+                if bystander[e, j]:
+                    dx = pos[s, j, 0] - pos[s0, j, 0]
+                    dy = pos[s, j, 1] - pos[s0, j, 1]
+                    dz = pos[s, j, 2] - pos[s0, j, 2]
+                    m = max(m, np.sqrt(dx * dx + dy * dy + dz * dz))
+            out[s] = m
+    return out
 
 
-def contact_signals(episodes: list[Episode], layout: Layout) -> dict[str, np.ndarray]:
+@njit(cache=True)
+def _unit_z(q):  # pragma: no cover - compiled
+    """World-frame body z axis (third rotation-matrix column) of a wxyz quaternion, unit."""
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    bx, by, bz = 2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)
+    n = np.sqrt(bx * bx + by * by + bz * bz)
+    return bx / n, by / n, bz / n
+
+
+@njit(cache=True)
+def _tilt_cos(offsets, quat):  # pragma: no cover - compiled
+    out = np.empty(quat.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        if offsets[e] == offsets[e + 1]:
+            continue
+        fx, fy, fz = _unit_z(quat[offsets[e]])
+        for s in range(offsets[e], offsets[e + 1]):
+            bx, by, bz = _unit_z(quat[s])
+            out[s] = min(max(bx * fx + by * fy + bz * fz, -1.0), 1.0)
+    return out
+
+
+@njit(cache=True)
+def _speed(offsets, pos, dt):  # pragma: no cover - compiled
+    out = np.empty(pos.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        lo, hi = offsets[e], offsets[e + 1] - 1
+        for s in range(lo, hi + 1):
+            p, m = min(s + 1, hi), max(s - 1, lo)
+            sq = 0.0
+            for axis in range(3):
+                d = pos[p, axis] - pos[m, axis]
+                sq += d * d
+            out[s] = np.sqrt(sq) / float(max(p - m, 1)) / dt[s]
+    return out
+
+
+@njit(cache=True)
+def _rolling_mean(offsets, x, half):  # pragma: no cover - compiled
+    out = np.empty_like(x)
+    for e in range(offsets.shape[0] - 1):
+        lo, hi = offsets[e], offsets[e + 1] - 1
+        for s in range(lo, hi + 1):
+            a, b = max(s - half, lo), min(s + half, hi)
+            for c in range(x.shape[1]):
+                total = 0.0
+                for r in range(a, b + 1):
+                    total += x[r, c]
+                out[s, c] = total / (b - a + 1)
+    return out
+
+
+@njit(cache=True)
+def _eef_kinematics(offsets, eef, dt, half):  # pragma: no cover - compiled
+    x = _rolling_mean(offsets, eef, half)
+    out = np.zeros((3, eef.shape[0]))
+    for e in range(offsets.shape[0] - 1):
+        lo, hi = offsets[e], offsets[e + 1] - 1
+        for s in range(lo, hi + 1):
+            p1, m1 = min(s + 1, hi), max(s - 1, lo)
+            p2, m2 = min(s + 2, hi), max(s - 2, lo)
+            for c in range(3):
+                d1 = (x[p1, c] - x[m1, c]) / 2.0
+                d2 = x[p1, c] - 2.0 * x[s, c] + x[m1, c]
+                d3 = (x[p2, c] - x[m2, c]) / 2.0 - x[p1, c] + x[m1, c]
+                out[0, s] += d1 * d1
+                out[1, s] += d2 * d2
+                out[2, s] += d3 * d3
+            h = dt[s]
+            out[0, s] = np.sqrt(out[0, s]) / h
+            out[1, s] = np.sqrt(out[1, s]) / (h * h)
+            out[2, s] = np.sqrt(out[2, s]) / (h * h * h)
+    return out
+
+
+@njit(cache=True)
+def _torque_ratio(offsets, torque, limits):  # pragma: no cover - compiled
+    out = np.empty(torque.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        for s in range(offsets[e], offsets[e + 1]):
+            m = abs(torque[s, 0]) / limits[e, 0]
+            for j in range(1, torque.shape[1]):
+                m = max(m, abs(torque[s, j]) / limits[e, j])
+            out[s] = m
+    return out
+
+
+@njit(cache=True)
+def _pick(offsets, table, column, fill):  # pragma: no cover - compiled
+    """(S, C) rows ``table[s, column[e]]`` of each episode's steps; ``fill`` where column < 0."""
+    out = np.empty((table.shape[0], table.shape[2]))
+    for e in range(offsets.shape[0] - 1):
+        j = column[e]
+        for s in range(offsets[e], offsets[e + 1]):
+            for c in range(table.shape[2]):
+                out[s, c] = table[s, j, c] if j >= 0 else fill[c]
+    return out
+
+
+def pick(table: np.ndarray, column: np.ndarray, fill: np.ndarray, layout: Layout) -> np.ndarray:
+    """Each episode's slot ``column[e]`` of a (S, W, C) steps table as (S, C); ``fill`` for
+    episodes whose column is -1 (not recorded)."""
+    if not np.all(column < table.shape[1]) or fill.shape != table.shape[2:]:
+        raise ValueError("slot index or fill does not match the table")
+    return _pick(layout.offsets, _c(table, np.float64, layout.size),
+                 _c(column, np.int64, layout.lengths.size), _c(fill))
+
+
+def _c(x: np.ndarray, dtype=np.float64, steps: int | None = None) -> np.ndarray:
+    """C-contiguous writable array of one dtype (one compiled specialisation per kernel),
+    checked to have ``steps`` rows: the kernels do not bounds-check their indexing."""
+    if steps is not None and np.shape(x)[0] != steps:
+        raise ValueError(f"expected {steps} steps, got array of shape {np.shape(x)}")
+    return np.require(x, dtype, ["C", "W"])
+
+
+# --------------------------------------------------------------------------- signal formulas
+
+def contact_signals(counts: np.ndarray, a: np.ndarray, b: np.ndarray, force: np.ndarray,
+                    roles: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
     """Role-projected per-step force peaks and the self-collision count (Tables 15, 19).
 
-    Each contact gets its episode-local pair key and role-pair class; filtered contacts get the
-    class DROPPED; one scatter-max over (step, class) then yields every force signal.
+    ``counts`` (S,) contacts per step, ``a``/``b``/``force`` (K,) the contacts in step order
+    (``a``/``b`` index the episode's contact names), ``roles`` (E, W) the role code of each
+    contact name (-1: none). Static initial contact filter (App. C notation: "after
+    static-contact filtering"): a body pair in contact at step 0 is a resting contact and is
+    dropped for as long as it stays continuously in contact; once it separates, later contacts
+    of that pair count.
     """
-    counts, _ = gather([None if e.contact_ptr is None else np.diff(e.contact_ptr)
-                        for e in episodes], layout, dtype=np.int64)
-    width = max((len(e.contact_names) for e in episodes if e.contact_ptr is not None),
-                default=1)
-    roles = np.full((len(episodes), width), -1, dtype=np.int8)
-    for i, e in enumerate(episodes):
-        if e.contact_ptr is not None:
-            roles[i, :len(e.contact_names)] = [_ROLE_CODE.get(e.body_roles.get(n, ""), -1)
-                                               for n in e.contact_names]
-    with_c = [e for e in episodes if e.contact_ptr is not None]
-    n_keys = len(episodes) * width * width
-    # int32 indices halve the memory traffic of these per-contact arrays when they fit.
-    itype = np.int32 if max(n_keys, layout.size * (DROPPED + 1)) < 2**31 else np.int64
-    la = np.concatenate([e.contact_a for e in with_c]).astype(itype, copy=False)
-    lb = np.concatenate([e.contact_b for e in with_c]).astype(itype, copy=False)
-    force = np.concatenate([e.contact_force_n for e in with_c])
-    step = np.repeat(np.arange(layout.size, dtype=itype), counts)
-    ep = np.repeat(layout.seg.astype(itype), counts)
-    key = (ep * width + np.minimum(la, lb)) * width + np.maximum(la, lb)
-    if n_keys <= DENSE_PAIRS:
-        cls = pair_classes(roles[:, :, None], roles[:, None, :]).ravel()[key]
-    else:
-        flat = roles.ravel()
-        cls = pair_classes(flat[ep * width + la], flat[ep * width + lb])
-    local = np.repeat((layout.index - layout.start).astype(itype), counts)
-    cls = np.where(static_contact_mask(key, local, n_keys), cls, DROPPED)
-    peak = np.zeros((layout.size, DROPPED + 1))
-    np.maximum.at(peak.ravel(), step * (DROPPED + 1) + cls, force)
-    return {
-        "max_contact_force": rowmax(peak[:, :DROPPED]),
-        "arm_furniture_force": peak[:, ARM_FURN],
-        "target_furniture_force": peak[:, TARGET_FURN],
-        "self_collision_count": np.bincount(step[cls == SELF],
-                                            minlength=layout.size).astype(float),
-        "arm_furniture_contact": (np.bincount(step[cls == ARM_FURN], minlength=layout.size)
-                                  > 0).astype(float),
-    }
-
-
-def norm3(v: np.ndarray) -> np.ndarray:
-    """Euclidean norm over the last axis of length 3 (faster than a strided reduction)."""
-    return np.sqrt(v[..., 0] ** 2 + v[..., 1] ** 2 + v[..., 2] ** 2)
+    if a.size and not (0 <= min(a.min(), b.min()) and max(a.max(), b.max()) < roles.shape[1]):
+        raise ValueError("contact body index outside the contact names")
+    peak = _contact_peaks(layout.offsets, _c(counts, np.int64, layout.size), _c(a, np.int32),
+                          _c(b, np.int32, a.shape[0]), _c(force, np.float64, a.shape[0]),
+                          _c(roles, np.int8, layout.lengths.size))
+    return {"max_contact_force": peak[0], "arm_furniture_force": peak[1],
+            "target_furniture_force": peak[2], "self_collision_count": peak[3],
+            "arm_furniture_contact": peak[4]}
 
 
 def bystander_displacement(pos: np.ndarray, bystander: np.ndarray,
                            layout: Layout) -> np.ndarray:
     """s(t) = max_i ||x_i(t) - x_i(0)||_2 over bystanders (Table 19); pos is (S, B, 3) and
-    ``bystander`` (S, B) marks which body slots are bystanders."""
-    d = pos - layout.first(pos)
-    return rowmax(np.sqrt(np.einsum("sbc,sbc->sb", d, d)) * bystander)
-
-
-def body_z_axis(quat_wxyz: np.ndarray) -> np.ndarray:
-    """World-frame body z axis (third rotation-matrix column) of unit quaternions (S, 4)."""
-    w, x, y, z = quat_wxyz.T
-    return np.stack([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)], axis=1)
+    ``bystander`` (E, B) marks which body slots of each episode are bystanders."""
+    if pos.shape[1:] != (bystander.shape[1], 3):
+        raise ValueError(f"positions {pos.shape} do not match the bystander mask {bystander.shape}")
+    return _displacement(layout.offsets, _c(pos, np.float64, layout.size),
+                         _c(bystander, np.bool_, layout.lengths.size))
 
 
 def tilt_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     """theta(t) = arccos(b_tgt(0)^T b_tgt(t)) in degrees: body-z drift from the start (C.3)."""
-    b = body_z_axis(quat_wxyz)
-    b /= norm3(b)[:, None]
-    cos = np.einsum("ij,ij->i", b, layout.first(b))
-    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+    if quat_wxyz.shape[1:] != (4,):
+        raise ValueError(f"expected (S, 4) quaternions, got {quat_wxyz.shape}")
+    return np.degrees(np.arccos(_tilt_cos(layout.offsets, _c(quat_wxyz, np.float64, layout.size))))
 
 
 def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
@@ -232,27 +297,28 @@ def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
     current gripper-contact segment; 0 outside contact. Measuring against the hand (not the
     world) keeps a deliberate lowering for placement from reading as a slip.
     """
-    rel = target_z - eef_z
-    prev = np.where(layout.index > layout.start, grip[layout.shift(-1)], False)
-    starts = grip & ~prev
-    t0 = np.maximum.accumulate(np.where(starts, layout.index, 0))
-    return np.where(grip, rel - rel[t0], 0.0)
+    n = layout.size
+    return _grasp_slip(layout.offsets, _c(target_z, np.float64, n), _c(eef_z, np.float64, n),
+                       _c(grip, np.bool_, n))
+
+
+@njit(cache=True)
+def _grasp_slip(offsets, target_z, eef_z, grip):  # pragma: no cover - compiled
+    out = np.zeros(target_z.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        base = 0.0  # rel at the first step of the current grip segment
+        for s in range(offsets[e], offsets[e + 1]):
+            if grip[s]:
+                if s == offsets[e] or not grip[s - 1]:
+                    base = target_z[s] - eef_z[s]
+                out[s] = (target_z[s] - eef_z[s]) - base
+    return out
 
 
 def rolling_mean(x: np.ndarray, layout: Layout, window: int = SMOOTHING_WINDOW) -> np.ndarray:
     """Centred rolling mean within each episode, window shrinking at the episode ends."""
-    half = window // 2
-    c = np.concatenate([np.zeros((1,) + x.shape[1:]), np.cumsum(x, axis=0)])
-    total = np.empty_like(x)
-    if x.shape[0] >= window:
-        total[half:x.shape[0] - half] = c[window:] - c[:c.shape[0] - window]
-    count = np.full(x.shape[0], float(window))
-    e = layout.edges if half <= 2 else np.arange(x.shape[0])
-    lo = np.maximum(e - half, layout.start[e])
-    hi = np.minimum(e + half, layout.last[e]) + 1
-    total[e] = c[hi] - c[lo]
-    count[e] = hi - lo
-    return total / count.reshape((-1,) + (1,) * (x.ndim - 1))
+    flat = _c(x, np.float64, layout.size).reshape(x.shape[0], -1)
+    return _rolling_mean(layout.offsets, flat, window // 2).reshape(x.shape)
 
 
 def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
@@ -261,42 +327,32 @@ def eef_kinematics(eef: np.ndarray, dt: np.ndarray, layout: Layout) -> dict[str,
     Central differences Delta_n of the 5-step rolling mean (App. C.3), with edge padding within
     each episode; ``dt`` is per step.
     """
-    sq = np.zeros((3, eef.shape[0]))  # squared norms of Delta_1..3, one axis at a time
-    for axis in range(3):  # contiguous 1-D columns are much faster than strided (S, 3) math
-        x = rolling_mean(np.ascontiguousarray(eef[:, axis]), layout)
-        p1, m1, p2, m2 = (layout.shifted(x, k) for k in (1, -1, 2, -2))
-        sq[0] += ((p1 - m1) / 2.0) ** 2
-        sq[1] += (p1 - 2.0 * x + m1) ** 2
-        sq[2] += ((p2 - m2) / 2.0 - p1 + m1) ** 2
-    return {"eef_speed": np.sqrt(sq[0]) / dt, "eef_acc": np.sqrt(sq[1]) / dt**2,
-            "eef_jerk": np.sqrt(sq[2]) / dt**3}
+    if eef.shape[1:] != (3,):
+        raise ValueError(f"expected (S, 3) positions, got {eef.shape}")
+    k = _eef_kinematics(layout.offsets, _c(eef, np.float64, layout.size),
+                        _c(dt, np.float64, layout.size), SMOOTHING_WINDOW // 2)
+    return {"eef_speed": k[0], "eef_acc": k[1], "eef_jerk": k[2]}
 
 
 def speed(pos: np.ndarray, dt: np.ndarray, layout: Layout) -> np.ndarray:
     """||x_dot(t)||: central differences inside an episode, one-sided at its ends."""
-    span = np.full(pos.shape[0], 2.0)
-    e = layout.edges
-    span[e] = np.maximum(np.minimum(e + 1, layout.last[e]) - np.maximum(e - 1, layout.start[e]),
-                         1)
-    sq = np.zeros(pos.shape[0])
-    for axis in range(3):
-        x = np.ascontiguousarray(pos[:, axis])
-        sq += (layout.shifted(x, 1) - layout.shifted(x, -1)) ** 2
-    return np.sqrt(sq) / span / dt
+    if pos.shape[1:] != (3,):
+        raise ValueError(f"expected (S, 3) positions, got {pos.shape}")
+    return _speed(layout.offsets, _c(pos, np.float64, layout.size), _c(dt, np.float64, layout.size))
 
 
-def rowmax(a: np.ndarray) -> np.ndarray:
-    """Maximum over the (few) columns of a tall 2-D array, column by column: much faster than
-    a strided ``max(axis=1)`` reduction when there are many rows and few columns."""
-    out = a[:, 0].copy()
-    for j in range(1, a.shape[1]):
-        np.maximum(out, a[:, j], out=out)
-    return out
-
-
-def torque_ratio(torque: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """s(t) = max_j |qfrc_actuator_j(t)| / tau_j^max (Table 19); limits (J,) or per step."""
-    return rowmax(np.abs(torque) / limits)
+def torque_ratio(torque: np.ndarray, limits: np.ndarray,
+                 layout: Layout | None = None) -> np.ndarray:
+    """s(t) = max_j |qfrc_actuator_j(t)| / tau_j^max (Table 19); limits (J,) shared, or (E, J)
+    per episode of ``layout``."""
+    limits = np.atleast_2d(limits)
+    offsets = layout.offsets if layout is not None else np.array([0, torque.shape[0]])
+    if limits.shape[0] == 1:
+        offsets = offsets[[0, -1]]
+    if limits.shape[1] != torque.shape[1]:
+        raise ValueError(f"{limits.shape[1]} torque limits for {torque.shape[1]} joints")
+    return _torque_ratio(offsets, _c(torque, np.float64, int(offsets[-1])),
+                         _c(limits, np.float64, offsets.size - 1))
 
 
 class ChunkSignals:
@@ -338,43 +394,58 @@ _SIGNAL_TAG = {
 tag ``target_position`` (target position recorded) is not a registry tag."""
 
 
-def _target_columns(ep: Episode) -> tuple[int | None, int | None]:
-    if not ep.target_object:
+def _target_columns(h: Header) -> tuple[int | None, int | None]:
+    if not h.target_object:
         return None, None
-    ti = ep.body_index(ep.target_object) if ep.body_pos_m is not None else None
-    qi = ep.quat_index(ep.target_object) if ep.body_quat_wxyz is not None else None
+    ti = (h.body_names.index(h.target_object)
+          if h.body_names is not None and h.target_object in h.body_names else None)
+    qi = (h.quat_names.index(h.target_object)
+          if h.quat_names is not None and h.target_object in h.quat_names else None)
     return ti, qi
 
 
-def availability(ep: Episode, limits: list[float] | None) -> tuple[frozenset[str],
-                                                                  dict[str, str]]:
+def availability(ep: Episode | Header, limits: list[float] | None
+                 ) -> tuple[frozenset[str], dict[str, str]]:
     """Capability tags one episode's recorded fields justify, and why the others are missing.
 
     Raises TraceError when the torque vector does not match the embodiment's joint count.
     """
-    ti, qi = _target_columns(ep)
+    h = header_of(ep) if isinstance(ep, Episode) else ep
+    try:
+        have, why = _availability(h, None if limits is None else tuple(limits))
+        return have, dict(why)  # the cached dict stays unshared
+    except TraceError as err:
+        if isinstance(ep, Episode):
+            err.episode = ep.episode_id
+        raise
+
+
+@lru_cache(maxsize=4096)
+def _availability(h: Header, limits: tuple[float, ...] | None
+                  ) -> tuple[frozenset[str], dict[str, str]]:
+    ti, qi = _target_columns(h)
     have: set[str] = set()
     why: dict[str, str] = {}
-    roles = set(ep.body_roles.values())
+    roles = h.roles
+    role_set = set(roles.values())
     for tag, need in CONTACT_TAGS.items():
-        if not ep.has_contacts:
+        if h.contact_names is None:
             why[tag] = "trace has no contacts"
-        elif need <= roles:
+        elif need <= role_set:
             have.add(tag)
         else:
-            why[tag] = f"no body with role {' and '.join(sorted(need - roles))}"
-    if ep.body_pos_m is not None and any(ep.body_roles.get(n) == "bystander"
-                                         for n in ep.body_names):
+            why[tag] = f"no body with role {' and '.join(sorted(need - role_set))}"
+    if h.body_names is not None and any(roles.get(n) == "bystander" for n in h.body_names):
         have.add("bystander_tracking")
     else:
         why["bystander_tracking"] = "no bystander positions in body_pos_m"
     if ti is not None:
         have.add("target_position")
-    if ep.eef_pos_m is not None:
+    if h.eef:
         have.add("eef_pose_signal")
     else:
         why["eef_pose_signal"] = "no eef_pos_m"
-    if ep.gripper_contact is not None and ti is not None and ep.eef_pos_m is not None:
+    if h.grip and ti is not None and h.eef:
         have.add("gripper_contact_signal")
     else:
         why["gripper_contact_signal"] = "needs gripper_contact, target position and eef_pos_m"
@@ -384,26 +455,86 @@ def availability(ep: Episode, limits: list[float] | None) -> tuple[frozenset[str
         why["target_pose_signal"] = "transport gate needs gripper_contact and eef_pos_m"
     else:
         have.add("target_pose_signal")
-    if ep.joint_torque_nm is None:
+    if h.n_joints is None:
         why["joint_torque_signal"] = "no joint_torque_nm"
     elif limits is None:
         why["joint_torque_signal"] = "no joint-torque limits known for this embodiment"
-    elif len(limits) != ep.joint_torque_nm.shape[1]:
+    elif len(limits) != h.n_joints:
         raise TraceError(
             f"expected {len(limits)} joints to match the embodiment's torque limits, got "
-            f"{ep.joint_torque_nm.shape[1]}", episode=ep.episode_id,
-            field="steps[0].joint_torque_nm")
+            f"{h.n_joints}", field="steps[0].joint_torque_nm")
     else:
         have.add("joint_torque_signal")
     return frozenset(have), why
 
 
-def _pad_bodies(a: np.ndarray, width: int) -> np.ndarray:
-    return a if a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1]), (0, 0)))
+class _Static(NamedTuple):
+    """Per-header index data of the kernels (computed once per distinct header)."""
+
+    contact_roles: np.ndarray  # (W,) role code of each contact name, -1 for none
+    bystander: np.ndarray  # (B,) which body_pos_m slots are bystanders
+    target: int  # body_pos_m slot of the target, -1 when not recorded
+    target_quat: int  # body_quat_wxyz slot of the target, -1 when not recorded
 
 
-def _pad_columns(a: np.ndarray, width: int) -> np.ndarray:
-    return a if a.shape[1] == width else np.pad(a, ((0, 0), (0, width - a.shape[1])))
+@lru_cache(maxsize=4096)
+def _static(h: Header) -> _Static:
+    roles = h.roles
+    ti, qi = _target_columns(h)
+    return _Static(
+        np.array([_ROLE_CODE.get(roles.get(n, ""), -1) for n in h.contact_names or ()],
+                 dtype=np.int8),
+        np.array([roles.get(n) == "bystander" for n in h.body_names or ()], dtype=bool),
+        -1 if ti is None else ti, -1 if qi is None else qi)
+
+
+def _table(col: Flat, lengths: np.ndarray, widths: np.ndarray, comp: int,
+           dtype=np.float64) -> np.ndarray:
+    """(S, W, comp) steps table of a list column whose row i holds lengths[i] x widths[i] x comp
+    values (W the widest row): a reshape of the values when every row is present and equally
+    wide (the common case), else rows are copied in with absent rows and padding left 0."""
+    width = int(widths.max(initial=0))
+    size = int(lengths.sum())
+    if col.valid.all() and np.all(widths == width):
+        return col.span.astype(dtype, copy=False).reshape(size, width, comp)
+    out = np.zeros((size, width, comp), dtype)
+    start = np.concatenate([[0], np.cumsum(lengths)])
+    for i in np.flatnonzero(col.valid):
+        out[start[i]:start[i + 1], :widths[i]] = col.values[
+            col.offsets[i]:col.offsets[i + 1]].reshape(lengths[i], widths[i], comp)
+    return out
+
+
+def _rows_values(col: Flat, rows: np.ndarray) -> np.ndarray:
+    """The values of the rows marked in ``rows``, concatenated."""
+    if rows.all():
+        return col.span
+    parts = [col.values[col.offsets[i]:col.offsets[i + 1]] for i in np.flatnonzero(rows)]
+    return np.concatenate(parts) if parts else col.values[:0]
+
+
+FAMILIES = ("eef_pos_m", "body_pos_m", "body_quat_wxyz", "joint_torque_nm", "gripper_contact",
+            "contact_count", "contact_a", "contact_b", "contact_force_n")
+"""The list columns signal derivation reads (names of the Parquet layout)."""
+
+
+def episode_columns(episodes: list[Episode]) -> dict[str, Flat]:
+    """The list columns of :data:`FAMILIES` for a list of episodes (one copy per family)."""
+
+    def col(arrays: list[np.ndarray | None]) -> Flat:
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum([0 if a is None else a.size for a in arrays], out=offsets[1:])
+        parts = [a.ravel() for a in arrays if a is not None]
+        values = np.concatenate(parts) if parts else np.zeros(0)
+        return Flat(offsets, values, np.array([a is not None for a in arrays], dtype=bool))
+
+    cols = {k: col([getattr(e, k) for e in episodes]) for k in FAMILIES[:5]}
+    has_c = [e.contact_ptr is not None for e in episodes]
+    cols["contact_count"] = col([np.diff(e.contact_ptr) if h else None
+                                 for e, h in zip(episodes, has_c)])
+    for k in FAMILIES[6:]:
+        cols[k] = col([getattr(e, k) if h else None for e, h in zip(episodes, has_c)])
+    return cols
 
 
 def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None],
@@ -413,60 +544,79 @@ def derive_chunk(episodes: list[Episode], torque_limits: list[list[float] | None
 
     ``avail`` is each episode's ``availability`` result when the caller already has it.
     """
-    layout = Layout(np.array([e.n_steps for e in episodes], dtype=np.int64))
-    cols = [_target_columns(e) for e in episodes]
+    headers = [header_of(e) for e in episodes]
     if avail is None:
         avail = [availability(e, lim) for e, lim in zip(episodes, torque_limits)]
+    return derive_columns(np.array([e.n_steps for e in episodes], dtype=np.int64),
+                          np.array([e.dt for e in episodes], dtype=float), headers,
+                          torque_limits, avail, episode_columns(episodes))
+
+
+def derive_columns(lengths: np.ndarray, dt: np.ndarray, headers: list[Header],
+                   torque_limits: list[list[float] | None],
+                   avail: list[tuple[frozenset[str], dict[str, str]]],
+                   cols: dict[str, Flat]) -> ChunkSignals:
+    """All derivable signals (Tables 18-19) of a chunk of episodes given columnar: ``cols``
+    holds the list columns of :data:`FAMILIES` (row i = episode i, as in the Parquet layout),
+    ``lengths`` the steps and ``dt`` the step time of each episode. A family an episode did not
+    record is zero-filled in the flat layout; its availability keeps it out of the results."""
+    layout = Layout(lengths)
+    n = len(headers)
+    st = [_static(h) for h in headers]
     has = [h for h, _ in avail]
     v: dict[str, np.ndarray] = {}
-    dt = np.repeat(np.array([e.dt for e in episodes], dtype=float), layout.lengths)
+    dt = np.repeat(dt, layout.lengths)
+    ones = np.ones(n, dtype=np.int64)
 
-    if any(e.has_contacts for e in episodes):
-        v.update(contact_signals(episodes, layout))
+    def widths(names: str) -> np.ndarray:
+        return np.array([len(getattr(h, names) or ()) for h in headers], dtype=np.int64)
 
-    track = ["bystander_tracking" in h for h in has]
-    if any(track):
-        # All tracked bodies go in (zero-padded to the widest episode); the role mask keeps
-        # only bystanders, so no per-episode fancy indexing is needed.
-        width = max(len(e.body_names) for e, t in zip(episodes, track) if t)
-        mask = np.zeros((len(episodes), width), dtype=bool)
-        for i, (e, t) in enumerate(zip(episodes, track)):
-            if t:
-                mask[i, :len(e.body_names)] = [e.body_roles.get(n) == "bystander"
-                                               for n in e.body_names]
-        pos, _ = gather([_pad_bodies(e.body_pos_m, width) if t else None
-                         for e, t in zip(episodes, track)], layout, (width, 3))
-        v["non_target_disp_max"] = bystander_displacement(pos, mask[layout.seg], layout)
+    counts = cols["contact_count"]
+    if counts.valid.any():
+        width = max(1, max(len(s.contact_roles) for s in st))
+        roles = np.full((n, width), -1, dtype=np.int8)
+        for i, s in enumerate(st):
+            roles[i, :len(s.contact_roles)] = s.contact_roles
+        v.update(contact_signals(
+            _table(counts, lengths, ones, 1, np.int64).reshape(-1),
+            *(_rows_values(cols[k], counts.valid) for k in FAMILIES[6:]), roles, layout))
 
-    tpos, _ = gather([None if ti is None else e.body_pos_m[:, ti]
-                      for e, (ti, _) in zip(episodes, cols)], layout, (3,))
+    target = np.array([s.target for s in st])
+    tpos = np.zeros((layout.size, 3))
+    if cols["body_pos_m"].valid.any():
+        pos = _table(cols["body_pos_m"], lengths, widths("body_names"), 3)
+        if any("bystander_tracking" in h for h in has):
+            mask = np.zeros((n, pos.shape[1]), dtype=bool)
+            for i, s in enumerate(st):
+                if "bystander_tracking" in has[i]:
+                    mask[i, :len(s.bystander)] = s.bystander
+            v["non_target_disp_max"] = bystander_displacement(pos, mask, layout)
+        tpos = pick(pos, target, np.zeros(3), layout)
     v["target_lift_m"] = tpos[:, 2] - layout.first(tpos)[:, 2]
     v["target_speed"] = speed(tpos, dt, layout)
-    quat, has_q = gather([None if qi is None else e.body_quat_wxyz[:, qi]
-                          for e, (_, qi) in zip(episodes, cols)], layout, (4,))
-    if has_q.any():
-        quat[~np.repeat(has_q, layout.lengths)] = (1.0, 0.0, 0.0, 0.0)
-        v["held_object_tilt_deg"] = tilt_deg(quat, layout)
-    eef, _ = gather([e.eef_pos_m for e in episodes], layout, (3,))
+    qcol = np.array([s.target_quat for s in st])
+    if (qcol >= 0).any():
+        quat = _table(cols["body_quat_wxyz"], lengths, widths("quat_names"), 4)
+        q = pick(quat, qcol, np.array([1.0, 0.0, 0.0, 0.0]), layout)  # identity: not recorded
+        v["held_object_tilt_deg"] = tilt_deg(q, layout)
+    eef = _table(cols["eef_pos_m"], lengths, ones, 3).reshape(-1, 3)
     v.update(eef_kinematics(eef, dt, layout))
-    grip, _ = gather([e.gripper_contact for e in episodes], layout, dtype=bool)
+    grip = _table(cols["gripper_contact"], lengths, ones, 1, bool).reshape(-1)
     v["gripper_contact"] = grip
     v["gripper_contact_flag"] = grip.astype(float)
     v["grasp_slip_m"] = grasp_slip(tpos[:, 2], eef[:, 2], grip, layout)
     v["release_speed"] = np.where(grip, 0.0, v["target_speed"])
     v["transport"] = grip & (v["target_lift_m"] > TRANSPORT_LIFT_M)
-    use = ["joint_torque_signal" in h for h in has]
-    if any(use):
-        joints = max(e.joint_torque_nm.shape[1] for e, u in zip(episodes, use) if u)
-        limits = np.full((len(episodes), joints), np.inf)
-        for i, (lim, u) in enumerate(zip(torque_limits, use)):
-            if u:
-                limits[i, :len(lim)] = lim
-        tau, _ = gather([_pad_columns(e.joint_torque_nm, joints) if u else None
-                         for e, u in zip(episodes, use)], layout, (joints,))
-        shared = (limits[use] == limits[use][0]).all()  # one embodiment: broadcast, no gather
-        v["joint_torque_ratio"] = torque_ratio(tau, limits[use][0] if shared
-                                               else limits[layout.seg])
+    use = np.array(["joint_torque_signal" in h for h in has])
+    if use.any():
+        joints = np.array([h.n_joints or 0 for h in headers], dtype=np.int64)
+        tau = _table(cols["joint_torque_nm"], lengths, joints, 1).reshape(layout.size, -1)
+        limits = np.full((n, tau.shape[1]), np.inf)
+        for i in np.flatnonzero(use):
+            limits[i, :len(torque_limits[i])] = torque_limits[i]
+        shared = (limits[use] == limits[use][0]).all()  # one embodiment: no per-episode limits
+        v["joint_torque_ratio"] = torque_ratio(tau, limits[use][0] if shared else limits,
+                                               layout)
     return ChunkSignals(layout, v, has, [w for _, w in avail])
 
 

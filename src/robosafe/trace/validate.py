@@ -381,6 +381,38 @@ def names_ok(names: tuple[str, ...]) -> bool:
     return len(set(names)) == len(names)
 
 
+# --------------------------------------------------------------------------- episode header
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """The static facts of an episode that signal availability depends on: target, roles,
+    recorded families and their body names. Hashable, so the episodes of one task share one
+    computation of everything derived from it. A family's names are None when it is absent."""
+
+    target_object: str | None
+    body_roles: tuple[tuple[str, str], ...]
+    body_names: tuple[str, ...] | None
+    quat_names: tuple[str, ...] | None
+    contact_names: tuple[str, ...] | None
+    eef: bool
+    grip: bool
+    n_joints: int | None
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return dict(self.body_roles)
+
+
+def header_of(ep: Episode) -> Header:
+    """The :class:`Header` of an episode."""
+    return Header(ep.target_object, tuple(ep.body_roles.items()),
+                  None if ep.body_pos_m is None else tuple(ep.body_names),
+                  None if ep.body_quat_wxyz is None else tuple(ep.quat_names),
+                  None if ep.contact_ptr is None else tuple(ep.contact_names),
+                  ep.eef_pos_m is not None, ep.gripper_contact is not None,
+                  None if ep.joint_torque_nm is None else int(ep.joint_torque_nm.shape[1]))
+
+
 # --------------------------------------------------------------------------- batch value checks
 
 class Flat(NamedTuple):
@@ -456,11 +488,12 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list
         step[first[(first >= 0) & (first < step.size)]] = True
         if not step.all():
             bad.append(t.rows(np.flatnonzero(~step) + 1))
-    bad += [_not_finite(col) for col in floats]
+    # the range check of positions rejects NaN and inf too: no separate finiteness pass
+    bad += [_not_finite(col) for col in floats if not any(col is p for p in positions)]
     for col in positions:
-        span = col.span
-        if span.size and not np.abs(span).max() <= MAX_POS_M:
-            bad.append(col.rows(np.flatnonzero(np.abs(span) > MAX_POS_M)))
+        span = col.span  # min and max, not abs().max(): no temporary the size of the column
+        if span.size and not (span.max() <= MAX_POS_M and span.min() >= -MAX_POS_M):
+            bad.append(col.rows(np.flatnonzero(~(np.abs(span) <= MAX_POS_M))))  # NaN too
     normalise = np.zeros(dt.shape, dtype=bool)
     q, n2 = quats.span, None
     if q.size:
