@@ -38,9 +38,10 @@ from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.world import ArenaEnv, config
 from robosafe.tasks.ast import Pred, Problem
 from robosafe.tasks.cost import cost_terms, evaluate_cost, predicates, term_timing, truth
+from robosafe.tasks.language import perturb_instruction
 from robosafe.tasks.parser import parse_file
 from robosafe.tasks.validate import validate_task
-from robosafe.tasks.writer import atom_text
+from robosafe.tasks.writer import atom_text, write_formula
 from robosafe.trace.episode import Episode, TaskTags
 
 BENCHMARK = "robosafe-sim"
@@ -66,7 +67,7 @@ class TaskEnv:
 
     def __init__(self, task: Problem | str | Path, *, source: str | None = None, cameras: tuple[str, ...] | None = None,
                  image_size: tuple[int, int] | None = None, depth: bool = False,
-                 visual_level: int = 0, horizon: int | None = None,
+                 visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True):
         cfg = config()
@@ -81,6 +82,7 @@ class TaskEnv:
         if not 0 <= visual_level <= 4:
             raise RobosafeError(f"visual level must be 0..4 (V0-V4), got {visual_level}")
         self.visual_level = visual_level
+        self.language_level = language_level
         self.freeze_on_violation = freeze_on_violation
         self.cost_mode = cost_mode
         if self.render:
@@ -187,6 +189,9 @@ class TaskEnv:
         self.arena.episode_rng = place
         self._noise_rng = noise
         self.perturbation = self._draw_perturbation(visual)
+        self.instruction = (perturb_instruction(self.problem.language, self.language_level,
+                                                self.seed).text
+                            if self.language_level else self.problem.language)
         self.recorder.reset()
         self.recorder.set_cost(0.0)
         self.view = StateView(self.arena) if self.view is None else self.view
@@ -260,13 +265,62 @@ class TaskEnv:
             "cost_terms": terms,
             "cumulative_cost": float(sum(self._costs)),
             "predicates": {atom_text(p): bool(self.view.atom(p)) for p in self._goal_preds},
-            "instruction": self.problem.language,
+            "instruction": self.instruction,
             "seed": self.seed,
             "frozen": sorted(self.arena.frozen),
         }
 
+    def _articulated(self) -> list[str]:
+        """Entities of Open/Close/TurnOn/TurnOff atoms in the goal and init."""
+        names = ("open", "close", "turnon", "turnoff", "toggledon")
+        atoms = [*predicates(self.problem.goal), *self.problem.init]
+        return list(dict.fromkeys(str(p.args[0]) for p in atoms if p.name.lower() in names))
+
+    def task_info(self) -> dict:
+        """Plain-data description of the episode for policies (see robosafe.policies.base)."""
+        regions = {}
+        for ref, region in self.problem.region_index().items():
+            rects, _, floor = self.arena.region_geometry(region)
+            regions[ref] = {"rects": rects.tolist(), "z": floor}
+        objects = {n: {"category": a.category.name, "kind": a.category.kind,
+                       "half_extents": list(a.category.half_extents),
+                       "properties": sorted(a.category.properties),
+                       "moving": n in self.arena.moving}
+                   for n, a in self.arena.assets.items()}
+        arts = {}
+        for entity in self._articulated():
+            _, art = self.arena.articulation(entity)
+            arts[entity] = {"closed": art.closed, "open": art.open}
+        return {
+            "instruction": self.instruction, "task_id": self.problem.name, "seed": self.seed,
+            "action_dim": self.action_dim, "control_freq": self.control_freq,
+            "goal": write_formula(self.problem.goal),
+            "goal_atoms": [[p.name, *[a if isinstance(a, str) else list(a)
+                                      if isinstance(a, tuple) else a for a in p.args]]
+                           for p in predicates(self.problem.goal)],
+            "objects": objects, "regions": regions, "articulations": arts,
+            "table_z": float(self.arena.table_offset[2]),
+        }
+
+    def _privileged(self, obs: dict) -> None:
+        """Object poses, articulation positions and handle positions for scripted policies."""
+        d = self.arena.data_ptr()
+        for name, bid in self.arena.body_id.items():
+            obs[f"{name}_pos"] = d.xpos[bid].copy()
+            obs[f"{name}_quat"] = d.xquat[bid].copy()
+        m = self.arena.model_ptr()
+        for entity in self._articulated():
+            adr, art = self.arena.articulation(entity)
+            obs[f"{entity}_qpos"] = np.array([d.qpos[adr]])
+            jbody = m.jnt_bodyid[m.joint(art.joint).id]
+            handle = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
+                      and m.geom_contype[g]]
+            obs[f"{entity}_handle_pos"] = (d.geom_xpos[handle].mean(axis=0) if handle
+                                           else d.xpos[jbody].copy())
+
     def _observe(self) -> dict:
         obs = dict(self.arena._get_observations())
+        self._privileged(obs)
         if not self.render:
             return obs
         m, d = self.arena.model_ptr(), self.arena.data_ptr()

@@ -58,6 +58,11 @@ def _formula(f: Formula, depth: int) -> list[str]:
     return [f"{pad}({head}", *[ln for k in kids for ln in _formula(k, depth + 1)], f"{pad})"]
 
 
+def write_formula(f: Formula) -> str:
+    """A goal or cost formula as one line of CBDDL text."""
+    return " ".join(line.strip() for line in _formula(f, 0))
+
+
 def _region(r: Region) -> list[str]:
     pad = _IND * 3
     body = [f"{pad}(:target {r.target})"]

@@ -1,0 +1,130 @@
+"""The policy protocol and the simplest policies (issue #6).
+
+A policy is anything with::
+
+    name: str
+    reset(task_info: dict) -> None      # once per episode, before the first act()
+    act(observation: dict) -> np.ndarray  # one action (the env's action_dim floats)
+
+``task_info`` (built by :meth:`robosafe.sim.env.TaskEnv.task_info`) holds plain data only, so
+it crosses a policy server unchanged: ``instruction`` (possibly language-perturbed),
+``task_id``, ``seed``, ``action_dim``, ``control_freq``, ``goal`` (CBDDL text) and
+``goal_atoms`` (``[[name, arg, ...], ...]`` of the goal's predicates), ``objects``
+(``{name: {"category", "kind", "half_extents", "properties"}}``), ``regions``
+(``{ref: [x_min, y_min, x_max, y_max, z]}`` world rectangles at support height),
+``articulations`` (``{entity: {"joint_index", "closed", "open"}}``).
+
+Observations are robosuite's (``robot0_eef_pos``, ``robot0_gripper_qpos``, ...), camera images
+``<camera>_image``, and privileged object state ``<object>_pos`` / ``<object>_quat`` (wxyz)
+plus ``articulation_qpos`` that scripted policies use; learned policies ignore them.
+
+Optional: ``act_batch(observations) -> actions`` for policies that batch. Policy specs on the
+command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``scripted-careful``,
+``scripted-careless``, ``ws://HOST:PORT`` (a remote policy server).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: str
+
+    def reset(self, task_info: dict[str, Any]) -> None: ...
+
+    def act(self, observation: dict[str, Any]) -> np.ndarray: ...
+
+
+class RandomPolicy:
+    """Uniform actions in [-1, 1]^d from a generator seeded by the episode seed."""
+
+    name = "random"
+
+    def __init__(self, seed_offset: int = 0):
+        self.seed_offset = seed_offset
+        self.rng = np.random.default_rng(0)
+        self.dim = 7
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        # the policy's own stream, apart from the env's placement / perturbation streams
+        self.rng = np.random.default_rng([int(task_info.get("seed", 0)), 1 + self.seed_offset])
+        self.dim = int(task_info.get("action_dim", 7))
+
+    def act(self, observation: dict[str, Any]) -> np.ndarray:
+        return self.rng.uniform(-1.0, 1.0, self.dim)
+
+
+class ZeroPolicy:
+    """Holds still (zero delta pose, gripper open)."""
+
+    name = "zero"
+
+    def __init__(self):
+        self.dim = 7
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        self.dim = int(task_info.get("action_dim", 7))
+
+    def act(self, observation: dict[str, Any]) -> np.ndarray:
+        a = np.zeros(self.dim)
+        a[-1] = -1.0
+        return a
+
+
+class ReplayPolicy:
+    """Actions from a (T, d) ``.npy`` array, then zeros with the gripper as last commanded."""
+
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        try:
+            self.actions = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise RobosafeError(f"{path}: not an action array (.npy): {exc}") from None
+        if self.actions.ndim != 2 or not np.all(np.isfinite(self.actions)):
+            raise RobosafeError(f"{path}: actions must be a finite (T, action_dim) array, got "
+                                f"shape {self.actions.shape}")
+        self.name = f"replay:{path.name}"
+        self.t = 0
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        dim = int(task_info.get("action_dim", self.actions.shape[1]))
+        if dim != self.actions.shape[1]:
+            raise RobosafeError(f"{self.name}: actions have {self.actions.shape[1]} columns, "
+                                f"the env takes {dim}")
+        self.t = 0
+
+    def act(self, observation: dict[str, Any]) -> np.ndarray:
+        if self.t < len(self.actions):
+            a = self.actions[self.t].astype(float)
+        else:
+            a = np.zeros(self.actions.shape[1])
+            a[-1] = self.actions[-1, -1] if len(self.actions) else -1.0
+        self.t += 1
+        return a
+
+
+def make_policy(spec: str) -> Policy:
+    """A policy from its command-line spec (see the module docstring)."""
+    if spec == "random":
+        return RandomPolicy()
+    if spec == "zero":
+        return ZeroPolicy()
+    if spec.startswith("replay:"):
+        return ReplayPolicy(spec.removeprefix("replay:"))
+    if spec in ("scripted-careful", "scripted-careless"):
+        from robosafe.policies.scripted import ScriptedPolicy
+
+        return ScriptedPolicy(style=spec.removeprefix("scripted-"))
+    if spec.startswith(("ws://", "wss://")):
+        from robosafe.policies.remote import RemotePolicy
+
+        return RemotePolicy(spec)
+    raise RobosafeError(f"unknown policy {spec!r}: use random, zero, replay:FILE.npy, "
+                        "scripted-careful, scripted-careless or ws://HOST:PORT")
