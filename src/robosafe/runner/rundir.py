@@ -1,0 +1,154 @@
+"""Run directories: what `robosafe run` writes and `score` / `report` / `results` read (issue #6).
+
+Layout::
+
+    RUN_DIR/
+      run.json              the run config (FORMAT, policy, tasks, seeds, levels, horizon, ...)
+      tasks/<task_id>.bddl  the task files, as run
+      traces/<cell>.jsonl   one App. B trace per finished episode
+      outcomes/<cell>.json  one episode-outcome row per episode (finished or crashed)
+      outcomes.csv          every row, sorted by cell (rebuilt after each run and on resume)
+
+A cell is one (task, episode index, language level, visual level); its seed is the run's seed
+list entry for the episode index, so two policies run with the same seeds see the same initial
+states, and ``instance_id`` (``seed<S>-W<w>-V<v>``) pairs their episodes (DESIGN.md: paired
+statistics join on suite, task_id, instance_id). Every file is written atomically (temporary
+file + rename): a killed run leaves whole episodes or nothing, and ``--resume`` runs only the
+cells without an outcome file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robosafe.errors import RobosafeError
+from robosafe.stats.outcomes import COLUMNS as OUTCOME_COLUMNS
+
+FORMAT = "robosafe-run/1"
+EXTRA_COLUMNS = ("cumulative_cost", "language_level", "visual_level", "instruction",
+                 "wall_s")
+COLUMNS = OUTCOME_COLUMNS + EXTRA_COLUMNS
+
+
+@dataclass(frozen=True)
+class Cell:
+    task_id: str
+    episode_idx: int
+    seed: int
+    language_level: int = 0
+    visual_level: int = 0
+
+    @property
+    def instance_id(self) -> str:
+        return f"seed{self.seed}-W{self.language_level}-V{self.visual_level}"
+
+    @property
+    def name(self) -> str:
+        return (f"{self.task_id}__ep{self.episode_idx:03d}__W{self.language_level}"
+                f"V{self.visual_level}")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class RunDir:
+    path: Path
+    config: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.config.get("run_id") or self.path.name)
+
+    @property
+    def policy_name(self) -> str:
+        return str(self.config.get("policy_name") or self.config.get("policy", ""))
+
+    def task_file(self, task_id: str) -> Path:
+        return self.path / "tasks" / f"{task_id}.bddl"
+
+    def trace_path(self, cell: Cell) -> Path:
+        return self.path / "traces" / f"{cell.name}.jsonl"
+
+    def outcome_path(self, cell: Cell) -> Path:
+        return self.path / "outcomes" / f"{cell.name}.json"
+
+    def trace_paths(self) -> list[Path]:
+        return sorted((self.path / "traces").glob("*.jsonl"))
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        """Every outcome row (from the per-episode files), sorted by cell name."""
+        rows = []
+        for p in sorted((self.path / "outcomes").glob("*.json")):
+            try:
+                rows.append(json.loads(p.read_text(encoding="utf-8")))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise RobosafeError(f"{p}: unreadable outcome row: {exc}") from None
+        return rows
+
+    def done(self) -> set[str]:
+        """Cell names that already have an outcome (finished or crashed)."""
+        return {p.stem for p in (self.path / "outcomes").glob("*.json")}
+
+    def write_outcome(self, cell: Cell, row: dict[str, Any]) -> None:
+        atomic_write(self.outcome_path(cell), json.dumps(row, sort_keys=True))
+
+    def write_outcomes_csv(self) -> Path:
+        out = self.path / "outcomes.csv"
+        rows = self.outcomes()
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".outcomes.", suffix=".tmp")
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: r.get(k, "") for k in COLUMNS})
+        os.replace(tmp, out)
+        return out
+
+
+def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) -> RunDir:
+    """A new run directory (the config and the task files); an existing one is an error."""
+    if (path / "run.json").exists():
+        raise RobosafeError(f"{path}: a run already exists here; use --resume to continue it "
+                            "or choose another --out")
+    path.mkdir(parents=True, exist_ok=True)
+    for task_id, src in task_files.items():
+        atomic_write(path / "tasks" / f"{task_id}.bddl", Path(src).read_text(encoding="utf-8"))
+    config = {"format": FORMAT, "run_id": path.name, **config}
+    atomic_write(path / "run.json", json.dumps(config, indent=2, sort_keys=True))
+    return RunDir(path, config)
+
+
+def open_run(path: str | Path) -> RunDir:
+    """An existing run directory; a clear error if ``path`` is not one."""
+    path = Path(path)
+    cfg = path / "run.json"
+    if not cfg.is_file():
+        raise RobosafeError(f"{path}: not a run directory (no run.json)")
+    try:
+        config = json.loads(cfg.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RobosafeError(f"{cfg}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if config.get("format") != FORMAT:
+        raise RobosafeError(f"{cfg}: format {config.get('format')!r}, expected {FORMAT!r}")
+    return RunDir(path, config)
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return (Path(path) / "run.json").is_file()
