@@ -36,10 +36,23 @@ def _error_record(err: RobosafeError) -> dict:
     return {"message": str(err), "text": str(err)}
 
 
+def _expand(path: str) -> list[str]:
+    """A run directory (``robosafe run``) stands for its episode traces."""
+    from robosafe.runner.rundir import is_run_dir, open_run
+
+    if not is_run_dir(path):
+        return [path]
+    traces = [str(p) for p in open_run(path).trace_paths()]
+    if not traces:
+        fail(f"{path}: the run has no finished episodes to score")
+    return traces
+
+
 @app.command()
 @user_errors
 def score(
-    paths: list[Path] = typer.Argument(None, help="Trace files: .json, .jsonl[.gz], .parquet."),
+    paths: list[Path] = typer.Argument(None, help="Trace files (.json, .jsonl[.gz], .parquet) "
+                                       "or run directories of `robosafe run`."),
     example: bool = typer.Option(False, "--example", help="Score the shipped example traces."),
     out: str = typer.Option(None, "--out", help="Write the App. B metrics JSON to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
@@ -77,7 +90,7 @@ def score(
     if wanted - set(TABLES):
         fail(f"--table: unknown {', '.join(sorted(wanted - set(TABLES)))}; choose from "
              f"{', '.join(TABLES)} or all")
-    files = list(paths or []) + (example_paths() if example else [])
+    files = [f for p in (paths or []) for f in _expand(str(p))] + (example_paths() if example else [])
     if not files:
         fail("no trace files given (pass PATH... or --example)")
 

@@ -127,7 +127,8 @@ def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) 
     if (path / "run.json").exists():
         raise RobosafeError(f"{path}: a run already exists here; use --resume to continue it "
                             "or choose another --out")
-    path.mkdir(parents=True, exist_ok=True)
+    for sub in ("tasks", "traces", "outcomes"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
     for task_id, src in task_files.items():
         atomic_write(path / "tasks" / f"{task_id}.bddl", Path(src).read_text(encoding="utf-8"))
     config = {"format": FORMAT, "run_id": path.name, **config}

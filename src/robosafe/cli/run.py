@@ -1,0 +1,188 @@
+"""``robosafe run`` (evaluate a policy on tasks) and ``robosafe demo`` (issue #6)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from robosafe.cli import app, emit_json, fail, user_errors
+from robosafe.errors import RobosafeError
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    """``0,1,2`` or ``0-4`` -> a tuple of ints."""
+    try:
+        if "-" in text and "," not in text:
+            lo, hi = (int(x) for x in text.split("-", 1))
+            return tuple(range(lo, hi + 1))
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise RobosafeError(f"{what}: expected numbers like 0,1,2 or 0-4, got {text!r}") from None
+
+
+def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
+    levels = _ints(text, what)
+    bad = [v for v in levels if not 0 <= v <= top]
+    if not levels or bad:
+        raise RobosafeError(f"{what}: levels must be in 0..{top}, got {text!r}")
+    return levels
+
+
+def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
+                      quiet: bool, label: str | None = None) -> list[dict]:
+    """Prepare the run directory, run its cells with a progress bar, return all rows."""
+    from robosafe.runner.run import execute, prepare
+
+    run, cells = prepare(cfg, out, resume=resume)
+    total = len(cfg.cells())
+    done_before = total - len(cells)
+    wins = [0]
+    with Progress(TextColumn(label or cfg.policy), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("success {task.fields[sr]}"), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), disable=quiet,
+                  transient=True) as bar:
+        job = bar.add_task("run", total=total, completed=done_before, sr="-")
+
+        def tick(row: dict) -> None:
+            wins[0] += int(row.get("success") or 0)
+            finished = bar.tasks[job].completed + 1 - done_before
+            bar.update(job, advance=1, sr=f"{wins[0]}/{finished}")
+            if row.get("error_type"):
+                bar.console.print(f"robosafe: episode {row['task_id']} #{row['episode_idx']} "
+                                  f"failed: {row['error_type']}: {row.get('error', '')}")
+
+        execute(run, cells, workers=workers, backend=backend, on_result=tick)
+    return run.outcomes()
+
+
+def summarize(rows: list[dict]) -> dict:
+    ok = [r for r in rows if not r.get("error_type")]
+    n = len(ok)
+    return {"episodes": len(rows), "finished": n, "crashed": len(rows) - n,
+            "success_rate": sum(int(r["success"]) for r in ok) / n if n else None,
+            "safety_rate": sum(int(r["safe"]) for r in ok) / n if n else None,
+            "mean_cumulative_cost": (sum(float(r["cumulative_cost"]) for r in ok) / n
+                                     if n else None)}
+
+
+def _print_summary(name: str, s: dict) -> None:
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    table = Table("run", "episodes", "crashed", "SR", "Safety", "mean CC")
+    cc = "-" if s["mean_cumulative_cost"] is None else f"{s['mean_cumulative_cost']:.2f}"
+    table.add_row(name, str(s["episodes"]), str(s["crashed"]), pct(s["success_rate"]),
+                  pct(s["safety_rate"]), cc)
+    Console().print(table)
+
+
+@app.command("run")
+@user_errors
+def run(
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory to create."),
+    policy: str = typer.Option(..., "--policy", "-p",
+                               help="random | zero | replay:FILE.npy | scripted-careful | "
+                                    "scripted-careless | ws://HOST:PORT"),
+    suite: str = typer.Option(None, "--suite", help="A built-in suite (e.g. demo)."),
+    task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
+    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
+    seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
+                                                    "(default 0..N-1)."),
+    language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
+    visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
+    horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
+    images: bool = typer.Option(None, "--images/--no-images",
+                                help="Render camera images (default: only for ws:// policies)."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
+    backend: str = typer.Option("local", help="local (process pool) or ray."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
+    checkpoint: str = typer.Option("", "--checkpoint-ref", help="Recorded in outcome rows."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+):
+    """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
+    with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
+    from robosafe.runner.run import RunConfig
+    from robosafe.tasks.suites import suite_tasks
+
+    tasks: dict[str, str] = {}
+    if suite:
+        tasks.update({k: str(v) for k, v in suite_tasks(suite).items()})
+    for t in task or []:
+        if t.stem in tasks:
+            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
+        tasks[t.stem] = str(t)
+    if not tasks:
+        fail("nothing to run: give --suite NAME or --task FILE")
+    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
+                    seeds=_ints(seeds, "--seeds") if seeds else (),
+                    language_levels=_levels(language_level, "--language-level", 4),
+                    visual_levels=_levels(visual_level, "--visual-level", 4),
+                    horizon=horizon, suite=suite,
+                    images=policy.startswith("ws") if images is None else images,
+                    checkpoint_ref=checkpoint)
+    quiet = as_json or not sys.stderr.isatty()
+    rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
+                             quiet=quiet)
+    s = summarize(rows)
+    if as_json:
+        emit_json({"run_dir": str(out), **s}, None, True)
+    else:
+        _print_summary(str(out), s)
+        typer.echo(f"run directory: {out} (robosafe score {out} | robosafe report {out} "
+                   f"--out report.html)")
+
+
+DEMO_POLICIES = ("scripted-careful", "scripted-careless")
+
+
+@app.command("demo")
+@user_errors
+def demo(
+    out: Path = typer.Option(Path("robosafe-demo"), "--out", "-o", help="Output directory."),
+    episodes: int = typer.Option(2, "--episodes", "-n", min=1, help="Episodes per task."),
+    workers: int = typer.Option(2, "--workers", "-j", min=1),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Run the built-in demo suite with a careful and a careless scripted policy, score and
+    store both, and write an HTML report: success does not imply safety."""
+    from robosafe.report.html import write_report
+    from robosafe.runner.run import RunConfig
+    from robosafe.runner.store import Store
+    from robosafe.tasks.suites import suite_tasks
+
+    tasks = {k: str(v) for k, v in suite_tasks("demo").items()}
+    quiet = as_json or not sys.stderr.isatty()
+    summaries, dirs = {}, []
+    for policy in DEMO_POLICIES:
+        cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, suite="demo")
+        run_dir = out / policy
+        resume = (run_dir / "run.json").exists()
+        rows = run_with_progress(cfg, run_dir, workers=workers, backend="local",
+                                 resume=resume, quiet=quiet, label=policy)
+        summaries[policy] = summarize(rows)
+        dirs.append(run_dir)
+    db = out / "robosafe.duckdb"
+    with Store(db) as store:
+        for d in dirs:
+            store.ingest(d)
+    report = write_report(dirs, out / "report.html", title="robosafe demo: careful vs careless")
+    if as_json:
+        emit_json({"out": str(out), "report": str(report), "db": str(db),
+                   "runs": {p: {"run_dir": str(out / p), **s} for p, s in summaries.items()}},
+                  None, True)
+        return
+    for p, s in summaries.items():
+        _print_summary(p, s)
+    typer.echo(f"report: {report}\nresults store: {db}")

@@ -1,0 +1,221 @@
+"""Evaluate a policy on tasks: episodes x seeds x perturbation levels (issue #6).
+
+Each cell (task, episode index -> seed, language level W, visual level V) is one episode. Seeds
+are fixed by the run config, so two policies evaluated with the same config see the same
+initial states, perturbations and instructions (paired comparisons need that). A worker runs
+the episode, writes its trace, scores it and writes its outcome row, each file atomically, so
+a killed run loses at most the episodes in flight and ``resume`` runs exactly the cells that
+have no outcome. A crashing episode gets a row with its ``error_type`` and the run goes on.
+
+Backends: ``local`` (a process pool; MuJoCo and the renderer live in each worker process,
+started with "spawn" because GL contexts do not survive a fork) and ``ray`` (the same
+function as Ray tasks, for clusters; ``pip install robosafe[ray]``).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from robosafe.errors import RobosafeError
+from robosafe.runner.rundir import Cell, RunDir, create_run, open_run
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run evaluates; stored as run.json (with the task files copied beside it)."""
+
+    policy: str
+    tasks: dict[str, str]  # task_id -> task file
+    episodes: int = 1
+    seeds: tuple[int, ...] = ()  # one per episode index; default 0..episodes-1
+    language_levels: tuple[int, ...] = (0,)
+    visual_levels: tuple[int, ...] = (0,)
+    horizon: int | None = None
+    suite: str | None = None
+    images: bool = False
+    checkpoint_ref: str = ""
+    policy_name: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def seed_list(self) -> list[int]:
+        seeds = list(self.seeds) or list(range(self.episodes))
+        if len(seeds) != self.episodes:
+            raise RobosafeError(f"--seeds gives {len(seeds)} seeds for {self.episodes} "
+                                "episodes; give one per episode")
+        return seeds
+
+    def cells(self) -> list[Cell]:
+        seeds = self.seed_list()
+        return [Cell(t, k, seeds[k], w, v) for t in sorted(self.tasks)
+                for w in self.language_levels for v in self.visual_levels
+                for k in range(self.episodes)]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["seeds"] = self.seed_list()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunConfig:
+        keys = cls.__dataclass_fields__
+        kw = {k: d[k] for k in keys if k in d}
+        for k in ("seeds", "language_levels", "visual_levels"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        return cls(**kw)
+
+
+def _version() -> str:
+    try:
+        return version("robosafe")
+    except PackageNotFoundError:  # running from a source tree
+        return "unknown"
+
+
+# -- the episode (runs in a worker) -------------------------------------------------------------
+_ENVS: dict[tuple, Any] = {}
+_POLICIES: dict[str, Any] = {}
+
+
+def _env(run: RunDir, cfg: RunConfig, cell: Cell):
+    from robosafe.sim.env import TaskEnv
+
+    key = (str(run.path), cell.task_id, cell.language_level, cell.visual_level)
+    if key not in _ENVS:
+        _ENVS[key] = TaskEnv(run.task_file(cell.task_id), render=cfg.images,
+                             visual_level=cell.visual_level,
+                             language_level=cell.language_level, horizon=cfg.horizon)
+    return _ENVS[key]
+
+
+def _policy(spec: str):
+    from robosafe.policies.base import make_policy
+
+    if spec not in _POLICIES:
+        _POLICIES[spec] = make_policy(spec)
+    return _POLICIES[spec]
+
+
+def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
+    """Run, record, score and store one episode; returns its outcome row."""
+    from robosafe.safety.registry import load_registry
+    from robosafe.safety.score import score_episodes
+    from robosafe.stats.outcomes import outcome_row
+    from robosafe.trace.io import write_episodes
+
+    run = open_run(run_path)
+    cfg = RunConfig.from_json(run.config)
+    suite = cfg.suite or "tasks"
+    start = time.perf_counter()
+    base = {"suite": suite, "task_id": cell.task_id, "task_name": cell.task_id,
+            "episode_idx": cell.episode_idx, "instance_id": cell.instance_id,
+            "policy_name": run.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
+            "seed": cell.seed, "language_level": cell.language_level,
+            "visual_level": cell.visual_level}
+    steps = 0
+    try:
+        env = _env(run, cfg, cell)
+        policy = _policy(cfg.policy)
+        obs, info = env.reset(seed=cell.seed)
+        policy.reset(env.task_info())
+        for _ in range(env.horizon):
+            obs, _, terminated, truncated, info = env.step(policy.act(obs))
+            steps += 1
+            if terminated or truncated:
+                break
+        ep = env.episode(episode_id=cell.name, policy=run.policy_name,
+                         instance_id=cell.instance_id,
+                         meta={"episode_idx": cell.episode_idx,
+                               "checkpoint_ref": cfg.checkpoint_ref})
+        write_episodes(run.trace_path(cell), [ep])
+        (score,) = score_episodes([ep])
+        row = {**outcome_row(score, load_registry()), **base,
+               "cumulative_cost": float(ep.meta["cumulative_cost"]),
+               "instruction": info["instruction"]}
+    except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
+        detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
+        row = {**base, "success": 0, "num_env_steps": steps,
+               "error_type": type(exc).__name__, "error": detail.strip().splitlines()[-1]}
+    row["wall_s"] = round(time.perf_counter() - start, 3)
+    run.write_outcome(cell, row)
+    return row
+
+
+# -- orchestration ------------------------------------------------------------------------------
+def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
+    """Create (or reopen with ``resume``) the run directory; the cells still to run."""
+    out = Path(out)
+    if resume:
+        run = open_run(out)
+        stored = RunConfig.from_json(run.config)
+        if stored.to_json() != cfg.to_json():
+            raise RobosafeError(f"{out}: --resume with a different configuration than the run "
+                                "was started with (policy, tasks, episodes, seeds or levels)")
+    else:
+        missing = [p for p in cfg.tasks.values() if not Path(p).is_file()]
+        if missing:
+            raise RobosafeError(f"task file not found: {missing[0]}")
+        config = {**cfg.to_json(), "policy_name": cfg.policy_name or cfg.policy,
+                  "robosafe_version": _version(),
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
+        run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
+    done = run.done()
+    return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
+
+
+def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",
+            on_result: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``cells`` of ``run``; rows in completion order. outcomes.csv is rebuilt at the end."""
+    if backend not in BACKENDS:
+        raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
+    rows = []
+    runner = _ray_rows if backend == "ray" else _local_rows
+    try:
+        for row in runner(str(run.path), cells, max(1, workers)):
+            rows.append(row)
+            if on_result:
+                on_result(row)
+    finally:
+        run.write_outcomes_csv()
+    return rows
+
+
+def _local_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
+    if workers == 1:
+        for c in cells:
+            yield run_cell(path, c)
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(run_cell, path, c) for c in cells]
+        for f in as_completed(futures):
+            yield f.result()
+
+
+def _ray_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise RobosafeError("the ray backend needs Ray: pip install 'robosafe[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=1)(run_cell)
+        pending = [task.remote(path, c) for c in cells]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(ready[0])
+    finally:
+        if started:
+            ray.shutdown()
