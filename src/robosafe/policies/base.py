@@ -110,21 +110,33 @@ class ReplayPolicy:
         return a
 
 
+def policy_kind(spec: str) -> str:
+    """The kind of a policy spec (random, zero, replay, scripted, remote); unknown -> error."""
+    if spec in ("random", "zero"):
+        return spec
+    if spec.startswith("replay:"):
+        return "replay"
+    if spec in ("scripted-careful", "scripted-careless"):
+        return "scripted"
+    if spec.startswith(("ws://", "wss://")):
+        return "remote"
+    raise RobosafeError(f"unknown policy {spec!r}: use random, zero, replay:FILE.npy, "
+                        "scripted-careful, scripted-careless or ws://HOST:PORT")
+
+
 def make_policy(spec: str) -> Policy:
     """A policy from its command-line spec (see the module docstring)."""
-    if spec == "random":
+    kind = policy_kind(spec)
+    if kind == "random":
         return RandomPolicy()
-    if spec == "zero":
+    if kind == "zero":
         return ZeroPolicy()
-    if spec.startswith("replay:"):
+    if kind == "replay":
         return ReplayPolicy(spec.removeprefix("replay:"))
-    if spec in ("scripted-careful", "scripted-careless"):
+    if kind == "scripted":
         from robosafe.policies.scripted import ScriptedPolicy
 
         return ScriptedPolicy(style=spec.removeprefix("scripted-"))
-    if spec.startswith(("ws://", "wss://")):
-        from robosafe.policies.remote import RemotePolicy
+    from robosafe.policies.remote import RemotePolicy
 
-        return RemotePolicy(spec)
-    raise RobosafeError(f"unknown policy {spec!r}: use random, zero, replay:FILE.npy, "
-                        "scripted-careful, scripted-careless or ws://HOST:PORT")
+    return RemotePolicy(spec)

@@ -60,6 +60,14 @@ class RunConfig:
                 for w in self.language_levels for v in self.visual_levels
                 for k in range(self.episodes)]
 
+    def identity(self) -> dict[str, Any]:
+        """What must match for --resume: everything that decides the cells and episodes."""
+        d = self.to_json()
+        d["tasks"] = sorted(self.tasks)
+        for k in ("extra", "policy_name"):
+            d.pop(k)
+        return d
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["seeds"] = self.seed_list()
@@ -154,11 +162,14 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
 # -- orchestration ------------------------------------------------------------------------------
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
     """Create (or reopen with ``resume``) the run directory; the cells still to run."""
+    from robosafe.policies.base import policy_kind
+
+    policy_kind(cfg.policy)
     out = Path(out)
     if resume:
         run = open_run(out)
         stored = RunConfig.from_json(run.config)
-        if stored.to_json() != cfg.to_json():
+        if stored.identity() != cfg.identity():
             raise RobosafeError(f"{out}: --resume with a different configuration than the run "
                                 "was started with (policy, tasks, episodes, seeds or levels)")
     else:
