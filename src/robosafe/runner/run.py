@@ -100,7 +100,8 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
 
     key = (str(run.path), cell.task_id, cell.language_level, cell.visual_level)
     if key not in _ENVS:
-        _ENVS[key] = TaskEnv(run.task_file(cell.task_id), render=cfg.images,
+        _ENVS[key] = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
+                             render=cfg.images,
                              visual_level=cell.visual_level,
                              language_level=cell.language_level, horizon=cfg.horizon)
     return _ENVS[key]

@@ -65,13 +65,15 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None,
 class TaskEnv:
     """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
 
-    def __init__(self, task: Problem | str | Path, *, source: str | None = None, cameras: tuple[str, ...] | None = None,
+    def __init__(self, task: Problem | str | Path, *, source: str | None = None,
+                 task_id: str | None = None, cameras: tuple[str, ...] | None = None,
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True):
         cfg = config()
         self.problem, self.source = load_task(task, control_freq, source)
+        self.task_id = task_id or self.problem.name  # suites use the file stem
         self.control_freq = float(self.problem.control_freq or control_freq
                                   or cfg["control_freq"])
         self.horizon = int(horizon or round(cfg["horizon_s"] * self.control_freq))
@@ -98,7 +100,7 @@ class TaskEnv:
                             source=self.source)
         self.target = self._target()
         self.recorder = Recorder(self.arena, roles=self._roles(), names=self._names(),
-                                 benchmark=BENCHMARK, task_id=self.problem.name,
+                                 benchmark=BENCHMARK, task_id=self.task_id,
                                  target_object=self.target)
         self._base_rgba = m.geom_rgba.copy()
         self._base_cam_pos = m.cam_pos.copy()
@@ -292,7 +294,7 @@ class TaskEnv:
             _, art = self.arena.articulation(entity)
             arts[entity] = {"closed": art.closed, "open": art.open}
         return {
-            "instruction": self.instruction, "task_id": self.problem.name, "seed": self.seed,
+            "instruction": self.instruction, "task_id": self.task_id, "seed": self.seed,
             "action_dim": self.action_dim, "control_freq": self.control_freq,
             "goal": write_formula(self.problem.goal),
             "goal_atoms": [[p.name, *[a if isinstance(a, str) else list(a)
@@ -346,7 +348,7 @@ class TaskEnv:
                 "cumulative_cost": float(sum(self._costs)), **(meta or {})}
         return self.recorder.episode(
             success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
-            episode_id=episode_id or f"{self.problem.name}/seed_{self.seed}",
+            episode_id=episode_id or f"{self.task_id}/seed_{self.seed}",
             task_tags=self.task_tags(), meta=info)
 
     def get_state(self) -> np.ndarray:

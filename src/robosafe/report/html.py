@@ -1,0 +1,602 @@
+"""One self-contained HTML report for one or more run directories (issue #6).
+
+The file holds everything it shows: CSS inline, figures as base64 PNG data URIs drawn with
+matplotlib's Agg backend, no script and no external URL (a Content-Security-Policy meta tag
+blocks any that slipped in), so it opens from a mail attachment or an air-gapped machine and
+the tables can be copied into a paper. Every number comes from the same functions as
+``robosafe score``: ``stats.aggregate`` for the cells and breakdowns, ``stats.intervals`` for
+the intervals, ``report.tables`` for the number formats.
+
+Episodes are the finished episodes of each run (an outcome row without ``error_type``), scored
+from their traces; crashed episodes are listed on their own and are in no denominator, since a
+crash says nothing about the policy's success or safety.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+import robosafe
+from robosafe.errors import RobosafeError
+from robosafe.report.figures import _errors, pareto_frontier
+from robosafe.report.tables import num_ci, pct, pct_ci
+from robosafe.runner.rundir import Cell, RunDir, open_run
+from robosafe.safety.registry import Registry, load_registry
+from robosafe.safety.score import EpisodeScore, score_files
+from robosafe.stats import aggregate as agg
+from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
+
+LEVEL_AXES = {"language_level": "W", "visual_level": "V"}
+# Single-column width of a two-column paper's full text (about 6.5 in) at print resolution.
+FIG_WIDTH = 6.4
+DPI = 200
+RC = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
+      "ytick.labelsize": 9, "legend.fontsize": 9, "figure.dpi": DPI}
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1280px; padding: 0 1em; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
+p.meta { color: #555; margin-top: 0; }
+p.note, figcaption { color: #555; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; vertical-align: top;
+         white-space: nowrap; }
+div.scroll { overflow-x: auto; }
+th { background: #f2f2f2; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+figure { margin: 1em 0; }
+figure img { width: 100%; max-width: 760px; height: auto; display: block; }
+code { font-size: 0.95em; }
+"""
+
+
+@dataclass
+class RunResult:
+    """One run directory: its finished episodes (outcome rows aligned with their scores), its
+    crashed outcome rows, and its main-table metrics."""
+
+    run: RunDir
+    label: str
+    rows: list[dict[str, Any]]
+    scores: list[EpisodeScore]
+    crashed: list[dict[str, Any]]
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> str:
+        return self.run.policy_name or "-"
+
+
+def _level(row: dict[str, Any], key: str) -> int:
+    try:
+        return int(row.get(key) or 0)
+    except (TypeError, ValueError):
+        raise RobosafeError(f"outcome row {row.get('task_id')!r} episode "
+                            f"{row.get('episode_idx')!r}: {key} {row.get(key)!r} is not an "
+                            "integer level") from None
+
+
+def _cell(row: dict[str, Any]) -> Cell:
+    try:
+        return Cell(str(row["task_id"]), int(row["episode_idx"]), int(row["seed"]),
+                    _level(row, "language_level"), _level(row, "visual_level"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RobosafeError(f"outcome row {row!r:.120}: cannot locate its episode "
+                            f"({exc!r})") from None
+
+
+def _cost(row: dict[str, Any]) -> float | None:
+    v = row.get("cumulative_cost")
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise RobosafeError(f"outcome row of {_cell(row).name}: cumulative_cost {v!r} is not a "
+                            "number") from None
+
+
+def load_run(path: str | Path, *, label: str | None = None, workers: int = 1) -> RunResult:
+    """Open a run directory and score the traces of its finished episodes.
+
+    A finished episode whose trace is missing, a trace that does not hold exactly that
+    episode, or a run without any finished episode is an error naming the file or run.
+    """
+    run = open_run(path)
+    finished, crashed = [], []
+    for row in run.outcomes():
+        (crashed if row.get("error_type") else finished).append(row)
+    if not finished:
+        raise RobosafeError(f"{run.path}: no finished episodes to report"
+                            + (f" ({len(crashed)} crashed)" if crashed else
+                               " (the run has not finished any episode yet)"))
+    paths = []
+    for row in finished:
+        p = run.trace_path(_cell(row))
+        if not p.is_file():
+            raise RobosafeError(f"{p}: trace missing for a finished episode (its outcome row "
+                                "exists)")
+        paths.append(p)
+    scores = list(score_files(paths, workers=workers))
+    if len(scores) != len(paths):
+        raise RobosafeError(f"{run.path / 'traces'}: expected one episode per trace file, "
+                            f"scored {len(scores)} from {len(paths)} files")
+    for p, row, s in zip(paths, finished, scores):
+        if s.task_id != str(row["task_id"]) or (s.instance_id is not None
+                                                and s.instance_id != row.get("instance_id")):
+            raise RobosafeError(f"{p}: holds episode {s.episode_id!r} of task {s.task_id!r}, "
+                                f"not the outcome row's task {row['task_id']!r} instance "
+                                f"{row.get('instance_id')!r}")
+    return RunResult(run, label or run.run_id, finished, scores, crashed)
+
+
+def mean_with_ci(values: Sequence[float], *, n_boot: int, seed: int
+                 ) -> tuple[float | None, list[float] | None]:
+    """Mean and episode-level percentile bootstrap 95% interval (SafeVLA-Bench App. E), the
+    interval used for every continuous metric; here the cumulative cost CC of VLA-Arena 4.1."""
+    if not values:
+        return None, None
+    x = np.asarray(values, dtype=float)
+    if n_boot == 0:
+        return float(x.mean()), None
+    return float(x.mean()), bootstrap_mean_interval(x, n_boot=n_boot, seed=seed).as_list()
+
+
+def run_metrics(r: RunResult, *, n_boot: int, seed: int) -> dict[str, Any]:
+    """SR, Safety, SBU, P[U|S], VSI, VSI|U (SafeVLA-Bench Sec. 3.3, Tables 4-5) and CC
+    (VLA-Arena Sec. 4.1: mean over episodes of the per-episode cumulative cost)."""
+    m = agg.cell_metrics(r.scores, n_boot=n_boot, seed=seed)
+    costs = [c for c in map(_cost, r.rows) if c is not None]
+    m["cc"], m["cc_ci"] = mean_with_ci(costs, n_boot=n_boot, seed=seed)
+    m["cc_n"] = len(costs)
+    m["crashed"] = len(r.crashed)
+    return m
+
+
+def level_curves(results: Sequence[RunResult], key: str) -> dict[str, list[dict[str, Any]]]:
+    """SR per perturbation level and policy with Wilson 95% intervals (VLA-Arena Fig. 2).
+
+    VLA-Arena perturbs one axis at a time, so the curve along ``key`` uses the episodes whose
+    other axis is at its lowest level present (V0 for the W curve, W0 for the V curve);
+    episodes of every run of the same policy are pooled.
+    """
+    other = next(k for k in LEVEL_AXES if k != key)
+    eps = [(r.policy, _level(row, key), _level(row, other), s.success)
+           for r in results for row, s in zip(r.rows, r.scores)]
+    base = min(e[2] for e in eps)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for policy in dict.fromkeys(e[0] for e in eps):
+        points = []
+        for level in sorted({e[1] for e in eps if e[0] == policy and e[2] == base}):
+            ok = [e[3] for e in eps if e[0] == policy and e[1] == level and e[2] == base]
+            k, n = int(sum(ok)), len(ok)
+            points.append({"level": level, "k": k, "n": n, "sr": k / n,
+                           "sr_ci": wilson_interval(k, n).as_list()})
+        out[policy] = points
+    return out
+
+
+def varied_axes(results: Sequence[RunResult]) -> list[str]:
+    """The perturbation axes with more than one level among the finished episodes."""
+    return [k for k in LEVEL_AXES
+            if len({_level(row, k) for r in results for row in r.rows}) > 1]
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def scatter_png(results: Sequence[RunResult]) -> str:
+    """SR vs Safety per run with Wilson 95% bars on both axes and the dashed non-dominated
+    frontier (SafeVLA-Bench Fig. 2, left)."""
+    sr = np.array([100 * r.metrics["sr"] for r in results])
+    sf = np.array([100 * r.metrics["safety"] for r in results])
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(FIG_WIDTH, 4.4))
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, r in enumerate(results):
+            ax.errorbar(sr[i:i + 1], sf[i:i + 1],
+                        xerr=_errors(sr[i:i + 1], [r.metrics["sr_ci"]]),
+                        yerr=_errors(sf[i:i + 1], [r.metrics["safety_ci"]]), fmt="o", ms=6,
+                        capsize=3, lw=1, color=colours[i % len(colours)], label=r.label)
+        front = pareto_frontier(list(zip(sr, sf)))
+        ax.plot(sr[front], sf[front], "--", color="grey", lw=1.2, label="non-dominated frontier")
+        ax.set(xlabel="SR (%)", ylabel="Safety (%)", xlim=(-3, 103), ylim=(-3, 103))
+        ax.legend(loc="lower left", frameon=True, framealpha=0.9)
+        ax.grid(alpha=0.3)
+        return _png(fig)
+
+
+def _heat_colours(ax, values: np.ndarray, vmax: float, fmt) -> None:
+    for i in range(values.shape[0]):
+        for j in range(values.shape[1]):
+            v = values[i, j]
+            ax.text(j, i, "-" if np.isnan(v) else fmt(v), ha="center", va="center", fontsize=9,
+                    color="white" if not np.isnan(v) and v > 0.6 * vmax else "black")
+
+
+def heatmap_png(results: Sequence[RunResult], rates: list[dict[str, Any]],
+                specs: list[str], registry: Registry) -> str:
+    """Episode violation rate (%) per run and spec, '-' = inactive (SafeVLA-Bench Fig. 2,
+    right; Tables 7-8)."""
+    heat = np.array([[np.nan if r["specs"][s] is None else 100 * r["specs"][s]["rate"]
+                      for s in specs] for r in rates])
+    vmax = max(1.0, float(np.nanmax(heat)) if np.isfinite(heat).any() else 1.0)
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(FIG_WIDTH, 1.6 + 0.45 * len(results)))
+        im = ax.imshow(np.ma.masked_invalid(heat), cmap="Reds", vmin=0, vmax=vmax,
+                       aspect="auto")
+        ax.set_xticks(range(len(specs)), [registry.specs[s].short for s in specs],
+                      rotation=35, ha="right")
+        ax.set_yticks(range(len(results)), [r.label for r in results])
+        _heat_colours(ax, heat, vmax, lambda v: f"{v:.1f}")
+        fig.colorbar(im, ax=ax, fraction=0.04, label="% of episodes")
+        return _png(fig)
+
+
+def sbu_png(results: Sequence[RunResult], comp: list[dict[str, Any]], specs: list[str],
+            registry: Registry) -> str:
+    """Share of each spec among the violations of unsafe successes, one bar per run
+    (SafeVLA-Bench App. A.5, Tables 10-11, drawn as stacked bars)."""
+    with plt.rc_context(RC):
+        fig, ax = plt.subplots(figsize=(FIG_WIDTH, 1.4 + 0.45 * len(results)))
+        left = np.zeros(len(results))
+        cmap = plt.get_cmap("tab10")
+        for j, s in enumerate(specs):
+            w = np.array([100 * c["shares"].get(s, 0.0) for c in comp])
+            ax.barh(range(len(results)), w, left=left, color=cmap(j % 10),
+                    label=registry.specs[s].short, edgecolor="white")
+            left += w
+        ax.set_yticks(range(len(results)),
+                      [f"{r.label} ({c['sbu_count']}/{c['n']})" for r, c in zip(results, comp)])
+        ax.invert_yaxis()
+        ax.set(xlabel="share of SBU spec violations (%)", xlim=(0, 100))
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        return _png(fig)
+
+
+def levels_png(curves: dict[str, dict[str, list[dict[str, Any]]]]) -> str:
+    """SR against language levels W0-W4 and visual levels V0-V4, one line per policy, Wilson
+    95% bars (VLA-Arena Sec. 4.2, Fig. 2)."""
+    policies = list(dict.fromkeys(p for per in curves.values() for p in per))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # Policies often share a level's SR; a small sideways dodge keeps their bars apart.
+    dodge = {p: 0.06 * (i - (len(policies) - 1) / 2) for i, p in enumerate(policies)}
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, len(curves), figsize=(FIG_WIDTH, 3.4), squeeze=False,
+                                 sharey=True)
+        for ax, (key, per_policy) in zip(axes[0], curves.items()):
+            prefix = LEVEL_AXES[key]
+            levels = sorted({p["level"] for pts in per_policy.values() for p in pts})
+            for policy, pts in per_policy.items():
+                if not pts:
+                    continue
+                x = np.array([p["level"] for p in pts]) + dodge[policy]
+                y = np.array([100 * p["sr"] for p in pts])
+                ax.errorbar(x, y, yerr=_errors(y, [p["sr_ci"] for p in pts]), fmt="-o", ms=5,
+                            capsize=3, lw=1.2, label=policy,
+                            color=colours[policies.index(policy) % len(colours)])
+            ax.set_xticks(levels, [f"{prefix}{v}" for v in levels])
+            ax.set_xlim(min(levels) - 0.4, max(levels) + 0.4)
+            ax.set(title=("Language" if prefix == "W" else "Visual") + " perturbation",
+                   ylim=(-3, 103))
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel("SR (%)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(4, len(labels)), frameon=False)
+        fig.tight_layout()
+        return _png(fig)
+
+
+# -- HTML --------------------------------------------------------------------------------------
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+@dataclass(frozen=True)
+class Num:
+    """A numeric table cell: the formatted text plus the exact value and interval as data
+    attributes, so scripts (and the tests) read numbers without parsing the text."""
+
+    text: str
+    metric: str = ""
+    value: float | None = None
+    ci: Sequence[float] | None = None
+
+    def html(self) -> str:
+        attrs = f' data-metric="{_e(self.metric)}"' if self.metric else ""
+        if self.value is not None:
+            attrs += f' data-value="{self.value!r}"'
+        if self.ci:
+            attrs += f' data-low="{self.ci[0]!r}" data-high="{self.ci[1]!r}"'
+        return f'<td class="num"{attrs}>{_e(self.text)}</td>'
+
+
+def _pct(value: float | None, ci: Sequence[float] | None, metric: str) -> Num:
+    return Num(pct_ci(value, ci), metric, value, ci)
+
+
+def _num(value: float | None, ci: Sequence[float] | None, metric: str, digits: int) -> Num:
+    return Num(num_ci(value, ci, digits), metric, value, ci)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, table_id: str = "",
+           row_attrs: Sequence[str] | None = None) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        cells = "".join(c.html() if isinstance(c, Num) else f"<td>{_e(c)}</td>" for c in row)
+        extra = f" {row_attrs[i]}" if row_attrs else ""
+        body.append(f"<tr{extra}>{cells}</tr>")
+    tid = f' id="{_e(table_id)}"' if table_id else ""
+    return (f"<div class=\"scroll\"><table{tid}><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _figure(b64: str, alt: str, caption: str) -> str:
+    return (f'<figure><img src="data:image/png;base64,{b64}" alt="{_e(alt)}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def _levels_text(rows: list[dict[str, Any]], key: str) -> str:
+    return ",".join(f"{LEVEL_AXES[key]}{v}" for v in sorted({_level(r, key) for r in rows}))
+
+
+def _section_header(results: Sequence[RunResult], title: str, generated: str) -> str:
+    policies = list(dict.fromkeys(r.policy for r in results))
+    tasks = sorted({s.task_id for r in results for s in r.scores}
+                   | {str(c["task_id"]) for r in results for c in r.crashed if c.get("task_id")})
+    n_fin = sum(len(r.scores) for r in results)
+    n_crash = sum(len(r.crashed) for r in results)
+    meta = (f"{len(results)} run(s) · {len(policies)} policy(ies): {', '.join(policies)} · "
+            f"{len(tasks)} task(s) · {n_fin} finished episode(s)"
+            + (f", {n_crash} crashed" if n_crash else "")
+            + f" · generated {generated} by robosafe {robosafe.__version__}")
+    rows = []
+    for r in results:
+        cfg = r.run.config
+        every = r.rows + r.crashed
+        rows.append([r.label, r.policy, cfg.get("suite") or "-",
+                     ", ".join(sorted({str(x["task_id"]) for x in every if x.get("task_id")})),
+                     str(len(r.rows)), str(len(r.crashed)),
+                     (f"{_levels_text(every, 'language_level')} / "
+                      f"{_levels_text(every, 'visual_level')}"),
+                     cfg.get("checkpoint_ref") or "-", cfg.get("created") or "-",
+                     cfg.get("robosafe_version") or "-", str(r.run.path)])
+    runs = _table(["run", "policy", "suite", "tasks", "finished", "crashed", "levels W / V",
+                   "checkpoint", "created", "robosafe (run)", "directory"], rows,
+                  table_id="runs-table")
+    return (f"<header><h1>{_e(title)}</h1><p class=\"meta\">{_e(meta)}</p>{runs}</header>")
+
+
+def _section_main(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
+    rows, attrs = [], []
+    for r in results:
+        m = r.metrics
+        rows.append([r.label, r.policy, Num(str(m["n"]), "n", m["n"]),
+                     Num(str(m["crashed"]), "crashed", m["crashed"]),
+                     _pct(m["sr"], m["sr_ci"], "sr"), _pct(m["safety"], m["safety_ci"], "safety"),
+                     _pct(m["sbu"], m["sbu_ci"], "sbu"),
+                     _pct(m["p_unsafe_given_success"], m["p_unsafe_given_success_ci"],
+                          "p_unsafe_given_success"),
+                     _num(m["vsi"], m["vsi_ci"], "vsi", 3),
+                     _num(m["vsi_given_unsafe"], m["vsi_given_unsafe_ci"], "vsi_given_unsafe", 3),
+                     _num(m["cc"], m["cc_ci"], "cc", 2)])
+        attrs.append(f'data-run="{_e(r.label)}"')
+    boot = (f"episode-level percentile bootstrap ({n_boot:,} resamples, seed {seed})"
+            if n_boot else "no bootstrap (point estimates only)")
+    return (
+        "<section id=\"main\"><h2>Success, safety and cost per run</h2>"
+        + _table(["run", "policy", "n", "crashed", "SR %", "Safety %", "SBU %", "P[U|S] %",
+                  "VSI", "VSI|U", "CC"], rows, table_id="main-table", row_attrs=attrs)
+        + "<p class=\"note\">n = finished episodes (crashed episodes are listed below and are "
+          "in no denominator). SR, Safety, SBU = Succ-But-Unsafe and P[U|S] = SBU/SR with "
+          "Wilson score 95% intervals; VSI (violation severity index, mean of the per-episode "
+          "maximum normalised violation depth) and VSI|U (over unsafe episodes) "
+          f"with an {_e(boot)} (SafeVLA-Bench Sec. 3.3, Tables 4-5, App. E). CC = mean "
+          "cumulative cost per episode of the task's CBDDL cost terms (VLA-Arena Sec. 4.1, "
+          "App. 7.4), same bootstrap.</p></section>")
+
+
+def _section_scatter(results: Sequence[RunResult]) -> str:
+    return ("<section id=\"success-safety\"><h2>Task success vs safety</h2>"
+            + _figure(scatter_png(results), "SR vs Safety scatter",
+                      "Each marker is a run; bars are Wilson 95% intervals for SR and Safety; "
+                      "the dashed line is the non-dominated frontier (higher SR and higher "
+                      "Safety both better). SafeVLA-Bench Fig. 2, left.")
+            + "</section>")
+
+
+def _section_specs(results: Sequence[RunResult], rates: list[dict[str, Any]],
+                   registry: Registry) -> str:
+    specs = [s for s in (rates[0]["specs"] if rates else {})
+             if any(r["specs"][s] is not None for r in rates)]
+    if not specs:
+        return ("<section id=\"specs\"><h2>Per-spec violation rates</h2><p>No safety "
+                "specification is active for any episode.</p></section>")
+    rows = []
+    for r, rr in zip(results, rates):
+        cells = []
+        for s in specs:
+            e = rr["specs"][s]
+            cells.append(Num("-", s) if e is None else
+                         Num(f"{pct(e['rate'])} ({e['k']}/{e['n']})", s, e["rate"], e["ci"]))
+        rows.append([r.label, *cells])
+    return ("<section id=\"specs\"><h2>Per-spec violation rates</h2>"
+            + _figure(heatmap_png(results, rates, specs, registry), "per-spec violation heatmap",
+                      "Episode violation rate (%) per run and safe-tier spec; '-' = the spec "
+                      "is inactive for every episode of the run. SafeVLA-Bench Fig. 2, right.")
+            + _table(["run", *(registry.specs[s].short for s in specs)], rows,
+                     table_id="specs-table")
+            + "<p class=\"note\">% of the run's finished episodes that violate the spec "
+              "(k/n); '-' = inactive in the run (SafeVLA-Bench App. A.3, Tables 7-8).</p>"
+              "</section>")
+
+
+def _section_sbu(results: Sequence[RunResult], comp: list[dict[str, Any]],
+                 registry: Registry) -> str:
+    specs = list(dict.fromkeys(s for c in comp for s in c["shares"]))
+    rows = []
+    for r, c in zip(results, comp):
+        rows.append([r.label, Num(f"{pct(c['sbu'])} ({c['sbu_count']}/{c['n']})", "sbu",
+                                  c["sbu"]),
+                     *(Num(pct(c["shares"][s]) if s in c["shares"] else "-", s,
+                           c["shares"].get(s)) for s in specs)])
+    out = ("<section id=\"sbu\"><h2>SBU composition</h2>"
+           + _table(["run", "SBU % (k/n)", *(f"{registry.specs[s].short} %" for s in specs)],
+                    rows, table_id="sbu-table"))
+    if specs:
+        out += _figure(sbu_png(results, comp, specs, registry), "SBU composition",
+                       "Share of each spec among the spec violations of the run's "
+                       "successful-but-unsafe episodes (an episode violating k specs adds 1 to "
+                       "each and k to the total). SafeVLA-Bench App. A.5, Tables 10-11.")
+    else:
+        out += "<p>No successful-but-unsafe episodes.</p>"
+    return out + ("<p class=\"note\">Shares sum to 100% within a run (SafeVLA-Bench App. A.5)."
+                  "</p></section>")
+
+
+def _section_tasks(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
+    per_run = [agg.per_task(r.scores, ())[0]["tasks"] for r in results]
+    tasks = sorted({e["task_id"] for ts in per_run for e in ts if e["task_id"] != "aggregate"})
+    rows, attrs = [], []
+    for task in tasks:
+        for r, entries in zip(results, per_run):
+            e = next((x for x in entries if x["task_id"] == task), None)
+            if e is None:
+                continue
+            costs = [c for row, s in zip(r.rows, r.scores) if s.task_id == task
+                     for c in [_cost(row)] if c is not None]
+            cc, cc_ci = mean_with_ci(costs, n_boot=n_boot, seed=seed)
+            rows.append([task, r.label, Num(str(e["n"]), "n", e["n"]),
+                         _pct(e["sr"], e["sr_ci"], "sr"),
+                         _pct(e["safety"], e["safety_ci"], "safety"), _num(cc, cc_ci, "cc", 2)])
+            attrs.append(f'data-task="{_e(task)}" data-run="{_e(r.label)}"')
+    return ("<section id=\"tasks\"><h2>Per-task results</h2>"
+            + _table(["task", "run", "n", "SR %", "Safety %", "CC"], rows, table_id="tasks-table",
+                     row_attrs=attrs)
+            + "<p class=\"note\">Per-task SR and Safety with Wilson 95% intervals "
+              "(SafeVLA-Bench App. A.6, Table 12) and mean cumulative cost with a bootstrap "
+              "95% interval (VLA-Arena Sec. 4.1).</p></section>")
+
+
+def _section_levels(results: Sequence[RunResult]) -> str:
+    axes = varied_axes(results)
+    if not axes:
+        return ""
+    curves = {k: level_curves(results, k) for k in axes}
+    tables = []
+    for key, per_policy in curves.items():
+        levels = sorted({p["level"] for pts in per_policy.values() for p in pts})
+        rows = []
+        for policy, pts in per_policy.items():
+            at = {p["level"]: p for p in pts}
+            rows.append([policy, *(Num(f"{pct_ci(at[v]['sr'], at[v]['sr_ci'])} (n={at[v]['n']})",
+                                       f"{LEVEL_AXES[key]}{v}", at[v]["sr"], at[v]["sr_ci"])
+                                   if v in at else Num("-") for v in levels)])
+        tables.append(_table(["policy", *(f"SR % {LEVEL_AXES[key]}{v}" for v in levels)], rows,
+                             table_id=f"levels-{LEVEL_AXES[key]}-table"))
+    return ("<section id=\"levels\"><h2>Robustness to language and visual perturbations</h2>"
+            + _figure(levels_png(curves), "SR against perturbation level",
+                      "SR per perturbation level and policy with Wilson 95% intervals; each "
+                      "axis is perturbed alone (the other held at its lowest level present) and "
+                      "runs of the same policy are pooled. VLA-Arena Sec. 4.2, Fig. 2.")
+            + "".join(tables) + "</section>")
+
+
+def _section_crashed(results: Sequence[RunResult]) -> str:
+    rows = [[r.label, c.get("task_id", "-"), c.get("episode_idx", "-"),
+             c.get("instance_id", "-"), c.get("error_type", "-"), c.get("error", "")]
+            for r in results for c in r.crashed]
+    body = (_table(["run", "task", "episode", "instance", "error_type", "message"], rows,
+                   table_id="crashed-table") if rows else "<p>No episode crashed.</p>")
+    return f"<section id=\"crashed\"><h2>Crashed episodes</h2>{body}</section>"
+
+
+def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: int,
+                registry: Registry, generated: str) -> str:
+    """The report page for already loaded runs (``metrics`` filled in)."""
+    rates = [agg.spec_violation_rates(r.scores, (), registry)[0] for r in results]
+    comp = [agg.sbu_composition(r.scores, ())[0] for r in results]
+    body = "".join([
+        _section_header(results, title, generated), "<main>",
+        _section_main(results, n_boot, seed), _section_scatter(results),
+        _section_specs(results, rates, registry), _section_sbu(results, comp, registry),
+        _section_tasks(results, n_boot, seed), _section_levels(results),
+        _section_crashed(results), "</main>"])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<meta name=\"generator\" content=\"robosafe {_e(robosafe.__version__)}\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head>"
+            f"<body>{body}</body></html>\n")
+
+
+def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
+                 title: str | None = None, n_boot: int = 10_000, seed: int = 0,
+                 workers: int = 1) -> Path:
+    """Score the run directories and write one self-contained HTML report; returns its path.
+
+    Sections: runs header; main table SR / Safety / SBU / P[U|S] / VSI / VSI|U / CC with 95%
+    intervals (SafeVLA-Bench Tables 4-5, App. E; VLA-Arena 4.1); SR-vs-Safety scatter with
+    the non-dominated frontier and the per-spec violation heatmap (SafeVLA-Bench Fig. 2,
+    Tables 7-8); SBU composition (App. A.5, Tables 10-11); per-task SR / Safety / CC (App.
+    A.6, Table 12); SR against W0-W4 / V0-V4 when the runs vary them (VLA-Arena Fig. 2); and
+    the crashed episodes with their error_type.
+    """
+    if not run_dirs:
+        raise RobosafeError("no run directories given")
+    seen: dict[Path, str] = {}
+    results: list[RunResult] = []
+    for d in run_dirs:
+        key = Path(d).resolve()
+        if key in seen:
+            raise RobosafeError(f"{d}: run directory given twice (also as {seen[key]})")
+        seen[key] = str(d)
+        r = load_run(d, workers=workers)
+        labels = {x.label for x in results}
+        if r.label in labels:  # same run name in two parents: keep rows apart
+            r.label = next(f"{r.label} ({i})" for i in range(2, len(results) + 3)
+                           if f"{r.label} ({i})" not in labels)
+        r.metrics = run_metrics(r, n_boot=n_boot, seed=seed)
+        results.append(r)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = render_html(results, title=title or "robosafe report", n_boot=n_boot, seed=seed,
+                       registry=load_registry(), generated=generated)
+    out = Path(out_path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as err:
+        raise RobosafeError(f"{out}: cannot write the report: {err.strerror or err}") from None
+    return out
