@@ -59,6 +59,7 @@ def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
 from robosafe.cli import audit as _audit  # noqa: F401
 from robosafe.cli import grounding as _grounding  # noqa: F401
 from robosafe.cli import report as _report  # noqa: F401
+from robosafe.cli import results as _results  # noqa: F401
 from robosafe.cli import run as _run  # noqa: F401
 from robosafe.cli import score as _score  # noqa: F401
 from robosafe.cli import sim as _sim  # noqa: F401

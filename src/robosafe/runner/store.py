@@ -4,7 +4,7 @@ Tables (``SCHEMA_VERSION`` 1)::
 
     robosafe_schema (version)
     runs          (run_id PK, run_dir, policy, policy_name, suite, created, n_episodes,
-                   config JSON, ingested_at)
+                   config JSON, ingested_at UTC)
     episodes      (run_id, episode_id, suite, task_id, task_name, episode_idx, instance_id,
                    policy_name, checkpoint_ref, seed, success, num_env_steps, error_type, safe,
                    sbu, vsi, cumulative_cost, language_level, visual_level, instruction)
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import duckdb
 import numpy as np
@@ -55,7 +55,7 @@ _SCHEMA = (
     """CREATE TABLE runs (
         run_id VARCHAR PRIMARY KEY, run_dir VARCHAR, policy VARCHAR, policy_name VARCHAR,
         suite VARCHAR, created VARCHAR, n_episodes INTEGER, config JSON,
-        ingested_at TIMESTAMP WITH TIME ZONE)""",
+        ingested_at TIMESTAMP)""",
     """CREATE TABLE episodes (
         run_id VARCHAR NOT NULL, episode_id VARCHAR NOT NULL, suite VARCHAR, task_id VARCHAR,
         task_name VARCHAR, episode_idx BIGINT, instance_id VARCHAR, policy_name VARCHAR,
@@ -161,7 +161,13 @@ def _outcome_files(run: RunDir) -> list[tuple[str, Path, dict[str, Any]]]:
 def _score_trace(path: Path) -> Any:
     from robosafe.safety.score import score_files
 
-    scores = list(score_files([path]))
+    try:
+        scores = list(score_files([path]))
+    except RobosafeError as err:
+        # Registry errors name the task but not the file; the user needs both.
+        if str(path) in str(err):
+            raise
+        raise RobosafeError(f"{path}: {err}") from None
     if len(scores) != 1:
         raise RobosafeError(f"{path}: expected one episode in a run-directory trace, found "
                             f"{len(scores)}")
@@ -338,15 +344,17 @@ def _paired_design(a: list[Mapping], b: list[Mapping]) -> tuple[np.ndarray, np.n
     return ya, yb
 
 
-def _independent_design(a: list[Mapping], b: list[Mapping]) -> tuple[np.ndarray, np.ndarray]:
+def _independent_design(a: list[Mapping], b: list[Mapping], names: str
+                        ) -> tuple[np.ndarray, np.ndarray]:
     ga, gb = _group(a), _group(b)
     tasks = sorted(ga.keys() & gb.keys())
     if not tasks:
-        raise RobosafeError("the two runs share no (suite, task_id); there is nothing to compare")
+        raise RobosafeError(f"{names} share no (suite, task_id); there is nothing to compare")
     S = min(min(len(ga[t]), len(gb[t])) for t in tasks)
     if S < 2:
-        raise RobosafeError("the stratified test needs at least 2 episodes per task in both "
-                            f"runs; the smallest task has {S}")
+        raise RobosafeError(f"{names}: the stratified Wald test needs at least 2 episodes per "
+                            f"task in both runs (paper 002 App. C.1, S >= 2); the smallest "
+                            f"shared task has {S}")
 
     def order(r: Mapping) -> tuple:
         return (r["episode_idx"] is None, r["episode_idx"] or 0, r["episode_id"])
@@ -377,10 +385,11 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
     arrays = None if design == "independent" else _paired_design(a, b)
     if arrays is None and design == "paired":
         raise RobosafeError(f"runs {run_a!r} and {run_b!r} do not share at least 2 instances "
-                            "(suite, task_id, instance_id) in every shared task; use the "
-                            "independent design")
+                            "(suite, task_id, instance_id) in every shared task, each once "
+                            "per run; use the independent design")
     used = "paired" if arrays is not None else "independent"
-    ya, yb = arrays if arrays is not None else _independent_design(a, b)
+    ya, yb = (arrays if arrays is not None
+              else _independent_design(a, b, f"runs {run_a!r} and {run_b!r}"))
     test = paired_wald_test if used == "paired" else independent_wald_test
     wald = test(ya, yb, R=1, alpha=alpha)
     T, S = ya.shape
@@ -450,7 +459,7 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -495,13 +504,14 @@ class Store:
             "suite": [None if suite is None else str(suite)],
             "created": [_as_text(cfg.get("created"))], "n_episodes": [len(episodes)],
             "config": [json.dumps(cfg, sort_keys=True, default=str)],
-            "ingested_at": [datetime.now(UTC)],
+            # Naive UTC: reading TIMESTAMPTZ back into Python would need pytz.
+            "ingested_at": [datetime.now(UTC).replace(tzinfo=None)],
         }
         run_tbl = pa.table(run_row, schema=pa.schema([
             ("run_id", pa.string()), ("run_dir", pa.string()), ("policy", pa.string()),
             ("policy_name", pa.string()), ("suite", pa.string()), ("created", pa.string()),
             ("n_episodes", pa.int64()), ("config", pa.string()),
-            ("ingested_at", pa.timestamp("us", tz="UTC"))]))
+            ("ingested_at", pa.timestamp("us"))]))
         ep_tbl = pa.Table.from_pylist(episodes, schema=_EPISODE_SCHEMA)
         spec_tbl = pa.Table.from_pylist(specs, schema=_SPEC_SCHEMA)
         self.con.begin()
