@@ -11,12 +11,13 @@ it crosses a policy server unchanged: ``instruction`` (possibly language-perturb
 ``task_id``, ``seed``, ``action_dim``, ``control_freq``, ``goal`` (CBDDL text) and
 ``goal_atoms`` (``[[name, arg, ...], ...]`` of the goal's predicates), ``objects``
 (``{name: {"category", "kind", "half_extents", "properties"}}``), ``regions``
-(``{ref: [x_min, y_min, x_max, y_max, z]}`` world rectangles at support height),
-``articulations`` (``{entity: {"joint_index", "closed", "open"}}``).
+(``{ref: {"rects": [[x_min, y_min, x_max, y_max], ...], "z": support height}}``, world
+frame), ``articulations`` (``{entity: {"closed", "open"}}``), ``table_z``.
 
 Observations are robosuite's (``robot0_eef_pos``, ``robot0_gripper_qpos``, ...), camera images
-``<camera>_image``, and privileged object state ``<object>_pos`` / ``<object>_quat`` (wxyz)
-plus ``articulation_qpos`` that scripted policies use; learned policies ignore them.
+``<camera>_image``, and privileged state that scripted policies use (learned policies ignore
+it): ``<object>_pos`` / ``<object>_quat`` (wxyz), and for articulated goal / init entities
+``<entity>_qpos`` and ``<entity>_handle_pos`` (the handle or knob geoms' mean position).
 
 Optional: ``act_batch(observations) -> actions`` for policies that batch. Policy specs on the
 command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``scripted-careful``,

@@ -304,6 +304,14 @@ class TaskEnv:
             "table_z": float(self.arena.table_offset[2]),
         }
 
+    def _grip_geoms(self, entity: str) -> set[int]:
+        """Geom ids of the part a hand grasps on an articulated entity (handle or knob)."""
+        region = self.problem.region_index().get(entity)
+        asset = self.arena.assets[region.target if region is not None else entity]
+        m = self.arena.model_ptr()
+        return {m.geom(g).id for pid, name in asset.category.parts.items()
+                if name in ("handle", "handles", "knob") for g in asset.part_geoms[pid]}
+
     def _privileged(self, obs: dict) -> None:
         """Object poses, articulation positions and handle positions for scripted policies."""
         d = self.arena.data_ptr()
@@ -315,8 +323,9 @@ class TaskEnv:
             adr, art = self.arena.articulation(entity)
             obs[f"{entity}_qpos"] = np.array([d.qpos[adr]])
             jbody = m.jnt_bodyid[m.joint(art.joint).id]
-            handle = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
-                      and m.geom_contype[g]]
+            on_body = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
+                       and m.geom_contype[g]]
+            handle = [g for g in on_body if g in self._grip_geoms(entity)] or on_body
             obs[f"{entity}_handle_pos"] = (d.geom_xpos[handle].mean(axis=0) if handle
                                            else d.xpos[jbody].copy())
 

@@ -1,0 +1,225 @@
+"""Serve any robosafe policy over openpi's websocket + msgpack-numpy protocol (issue #6).
+
+The server side of :mod:`robosafe.policies.remote`, wire-compatible with openpi's
+``openpi/serving/websocket_policy_server.py`` (https://github.com/Physical-Intelligence/openpi),
+so ``openpi_client.WebsocketClientPolicy`` can drive a robosafe policy and
+:class:`~robosafe.policies.remote.RemotePolicy` can drive this server or an openpi one:
+
+- on connect the server sends its metadata ``{"policy": name, "protocol":
+  "openpi-msgpack-numpy", "action_dim": d or None, "supports_reset": True}``;
+- each observation dict is answered with ``{"actions": policy.act(obs), "server_timing":
+  {"infer_ms": ..., "prev_total_ms": ...}}`` (openpi's timing keys);
+- robosafe extension, advertised by ``"supports_reset": True``: an observation with the key
+  ``"__reset__"`` carries a ``task_info`` dict; the server calls ``policy.reset(task_info)``
+  and replies ``{"__ack__": "reset"}``. openpi clients never send it;
+- if the policy raises, the server sends the traceback as a text message and closes the
+  connection with code 1011, as openpi does; the server itself keeps running;
+- ``GET /healthz`` answers 200 OK, as openpi's does.
+
+robosafe policies keep per-episode state, so a server serves one client at a time in practice;
+requests from concurrent connections are serialised, never interleaved inside the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, Self
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+from robosafe.policies.remote import packb, unpackb
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "openpi-msgpack-numpy"
+
+
+def _url(host: str, port: int) -> str:
+    return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
+
+
+def _health_check(connection: Any, request: Any) -> Any:
+    if request.path == "/healthz":
+        return connection.respond(http.HTTPStatus.OK, "OK\n")
+    return None
+
+
+class PolicyServer:
+    """A websocket policy server, run in the foreground (:meth:`serve_forever`) or in a
+    background thread (:meth:`start` / :meth:`stop`, or as a context manager).
+
+    ``port=0`` binds a free port; :attr:`url` is the address once started. ``requests`` and
+    ``resets`` count the inference and reset messages answered.
+    """
+
+    def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 0, *,
+                 action_dim: int | None = None, metadata: dict[str, Any] | None = None):
+        self.policy = policy
+        self.host = host
+        self.port = int(port)
+        self.action_dim = action_dim
+        self.extra_metadata = dict(metadata or {})
+        self.requests = 0
+        self.resets = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return _url(self.host, self.port)
+
+    def metadata(self) -> dict[str, Any]:
+        dim = self.action_dim
+        if dim is None:
+            # robosafe's built-ins know their width once reset; before that their default
+            dim = getattr(self.policy, "action_dim", getattr(self.policy, "dim", None))
+        return {"policy": str(getattr(self.policy, "name", type(self.policy).__name__)),
+                "protocol": PROTOCOL, "action_dim": int(dim) if dim is not None else None,
+                "supports_reset": True, **self.extra_metadata}
+
+    # -- the protocol ----------------------------------------------------------------------------
+    async def _handler(self, ws: Any) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        log.info("connection from %s", ws.remote_address)
+        try:
+            await ws.send(packb(self.metadata()))
+        except ConnectionClosed:
+            return
+        prev_total_s = None
+        while True:
+            try:
+                raw = await ws.recv()
+            except ConnectionClosed:
+                return
+            start = time.monotonic()
+            try:
+                payload = packb(await self._answer(raw, prev_total_s))
+            except Exception:  # any failure goes back to the client, as openpi does
+                log.warning("policy error, closing the connection", exc_info=True)
+                try:
+                    await ws.send(traceback.format_exc())
+                    await ws.close(code=1011, reason="policy error; traceback in previous frame")
+                except ConnectionClosed:
+                    pass
+                return
+            try:
+                await ws.send(payload)
+            except ConnectionClosed:
+                return
+            prev_total_s = time.monotonic() - start
+
+    async def _answer(self, raw: str | bytes, prev_total_s: float | None) -> dict[str, Any]:
+        if isinstance(raw, str):
+            raise TypeError("expected a binary msgpack message, got text")
+        obs = unpackb(raw)
+        if not isinstance(obs, dict):
+            raise TypeError(f"expected an observation dict, got {type(obs).__name__}")
+        if "__reset__" in obs:
+            task_info = obs["__reset__"]
+            if not isinstance(task_info, dict):
+                raise TypeError("__reset__ must carry a task_info dict")
+            async with self._lock:
+                # policies are synchronous and may be slow: keep the loop free for pings
+                await asyncio.to_thread(self.policy.reset, task_info)
+            self.resets += 1
+            return {"__ack__": "reset"}
+        t0 = time.monotonic()
+        async with self._lock:
+            action = await asyncio.to_thread(self.policy.act, obs)
+        infer_s = time.monotonic() - t0
+        self.requests += 1
+        timing = {"infer_ms": infer_s * 1000.0}
+        if prev_total_s is not None:
+            timing["prev_total_ms"] = prev_total_s * 1000.0
+        return {"actions": np.asarray(action), "server_timing": timing}
+
+    # -- running ---------------------------------------------------------------------------------
+    async def run(self, ready: Callable[[str], None] | None = None) -> None:
+        """Serve until :meth:`stop`; ``ready(url)`` is called once the port is bound."""
+        from websockets.asyncio.server import serve
+
+        self._lock = asyncio.Lock()
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            # openpi's settings: arrays do not compress and camera images exceed 1 MiB
+            server = await serve(self._handler, self.host, self.port, compression=None,
+                                 max_size=None, process_request=_health_check)
+        except OSError as exc:
+            raise RobosafeError(f"cannot serve on {_url(self.host, self.port)}: "
+                                f"{exc.strerror or exc}") from None
+        async with server:
+            self.port = server.sockets[0].getsockname()[1]
+            log.info("serving %s on %s", self.metadata()["policy"], self.url)
+            if ready is not None:
+                ready(self.url)
+            self._ready.set()
+            await self._stopping.wait()
+
+    def serve_forever(self, ready: Callable[[str], None] | None = None) -> None:
+        """Serve in this thread until :meth:`stop` from another thread or Ctrl-C
+        (KeyboardInterrupt propagates)."""
+        asyncio.run(self.run(ready))
+
+    def start(self, timeout_s: float = 10.0) -> Self:
+        """Serve from a daemon thread; returns once the port is bound (:attr:`url` is set)."""
+        if self._thread is not None:
+            raise RobosafeError(f"policy server {self.url} already started")
+        self._ready.clear()
+        self._error = None
+
+        def main() -> None:
+            try:
+                asyncio.run(self.run())
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+                self._error = exc
+                self._ready.set()
+
+        self._thread = threading.Thread(target=main, name=f"policy-server-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise RobosafeError(f"policy server on {self.url} did not start in {timeout_s:g} s")
+        if self._error is not None:
+            self._thread = None
+            raise self._error
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Close the listening socket and every connection, and wait for the thread."""
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+            except RuntimeError:  # the loop finished meanwhile
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        if self._thread is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_policy(policy: Any, host: str = "127.0.0.1", port: int = 0, *,
+                 ready: Callable[[str], None] | None = None,
+                 action_dim: int | None = None) -> None:
+    """Serve ``policy`` on ``ws://host:port`` in this thread until Ctrl-C (KeyboardInterrupt
+    propagates). ``port=0`` picks a free port; ``ready(url)`` gets the address once bound."""
+    PolicyServer(policy, host, port, action_dim=action_dim).serve_forever(ready)

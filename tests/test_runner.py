@@ -1,0 +1,138 @@
+"""The evaluation runner: run directories, fixed seeds, resume, crash rows, backends (issue #6)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from robosafe.errors import RobosafeError
+from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.rundir import COLUMNS, open_run
+from robosafe.stats.outcomes import outcome_table, pair_outcomes
+from robosafe.tasks.suites import suite_tasks
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
+TASKS = {"car": str(EXAMPLES / "pick_place_moving_car.bddl"),
+         "obstacle": str(EXAMPLES / "dynamic_obstacle_cost.bddl")}
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
+                          text=True, timeout=600, check=False, **kw)
+
+
+def config(policy="random", **kw) -> RunConfig:
+    base = {"policy": policy, "tasks": TASKS, "episodes": 2, "horizon": 8, "suite": "examples"}
+    return RunConfig(**{**base, **kw})
+
+
+def run(cfg, path, **kw):
+    rd, cells = prepare(cfg, path)
+    execute(rd, cells, **kw)
+    return rd
+
+
+def test_run_directory_holds_config_traces_and_outcome_rows(tmp_path):
+    rd = run(config(), tmp_path / "r")
+    rows = rd.outcomes()
+    assert len(rows) == 4 and not any(r.get("error_type") for r in rows)
+    assert {(r["task_id"], r["seed"]) for r in rows} == {(t, s) for t in TASKS for s in (0, 1)}
+    assert all(r["num_env_steps"] == 9 for r in rows)  # step 0 + 8 actions
+    assert len(rd.trace_paths()) == 4
+    cfg = json.loads((tmp_path / "r/run.json").read_text())
+    assert cfg["format"] == "robosafe-run/1" and cfg["seeds"] == [0, 1]
+    assert sorted(p.name for p in (tmp_path / "r/tasks").iterdir()) == ["car.bddl",
+                                                                       "obstacle.bddl"]
+    with open(tmp_path / "r/outcomes.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert tuple(table[0]) == COLUMNS and len(table) == 4
+    res = cli("score", str(tmp_path / "r"), "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["episodes"]) == 4
+
+
+def test_two_policies_see_the_same_instances_and_pair(tmp_path):
+    a = run(config("random"), tmp_path / "a")
+    b = run(config("zero"), tmp_path / "b")
+    ta = outcome_table(a.outcomes(), "a")
+    tb = outcome_table(b.outcomes(), "b")
+    pairs = pair_outcomes(list(ta.rows), list(tb.rows))
+    assert len(pairs[0]) == 4
+    # same seed, same initial state: the traces' first rows agree body by body
+    from robosafe.trace.io import read_episodes
+
+    ea, _ = read_episodes(a.trace_paths())
+    eb, _ = read_episodes(b.trace_paths())
+    for x, y in zip(ea, eb, strict=True):
+        np.testing.assert_array_equal(x.body_pos_m[0], y.body_pos_m[0])
+
+
+def test_a_crashing_episode_is_recorded_and_the_run_goes_on(tmp_path):
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((5, 3)))  # 3 columns for a 7-D action space
+    rd = run(config(f"replay:{bad}"), tmp_path / "r")
+    rows = rd.outcomes()
+    assert len(rows) == 4
+    assert all(r["error_type"] == "RobosafeError" and "3 columns" in r["error"] for r in rows)
+    res = cli("score", str(tmp_path / "r"))
+    assert res.returncode == 2 and "no finished episodes" in res.stderr
+
+
+def test_workers_and_ray_give_the_same_episodes_as_one_process(tmp_path):
+    def key(rows):
+        return sorted((r["task_id"], r["seed"], r["success"], r["num_env_steps"],
+                       r["cumulative_cost"], r["safe"], r["vsi"]) for r in rows)
+
+    one = run(config(), tmp_path / "one").outcomes()
+    two = run(config(), tmp_path / "two", workers=2).outcomes()
+    ray_rows = run(config(), tmp_path / "ray", workers=2, backend="ray").outcomes()
+    assert key(one) == key(two) == key(ray_rows)
+
+
+def test_resume_finishes_a_killed_run_without_losing_or_duplicating(tmp_path):
+    out = tmp_path / "r"
+    args = ["run", "--task", TASKS["car"], "--policy", "random", "-n", "4", "--horizon", "60",
+            "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "robosafe", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list((out / "outcomes").glob("*.json"))) < 1:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = {p.name: p.read_bytes() for p in (out / "outcomes").glob("*.json")}
+    assert 1 <= len(first) < 4
+    assert not list(out.rglob("*.tmp"))  # atomic writes leave no partial files
+    res = cli(*args, "--resume", "--json")
+    assert res.returncode == 0, res.stderr
+    after = {p.name: p.read_bytes() for p in (out / "outcomes").glob("*.json")}
+    assert len(after) == 4 and all(after[k] == v for k, v in first.items())
+    rows = open_run(out).outcomes()
+    assert sorted(r["seed"] for r in rows) == [0, 1, 2, 3]
+    assert len(open_run(out).trace_paths()) == 4
+
+
+def test_bad_run_requests_are_one_line_errors(tmp_path):
+    prepare(config(), tmp_path / "r")
+    with pytest.raises(RobosafeError, match="already exists"):
+        prepare(config(), tmp_path / "r")
+    with pytest.raises(RobosafeError, match="different configuration"):
+        prepare(config(episodes=3), tmp_path / "r", resume=True)
+    with pytest.raises(RobosafeError, match="2 seeds for 3 episodes"):
+        config(episodes=3, seeds=(1, 2)).cells()
+    with pytest.raises(RobosafeError, match="unknown suite 'dem'; did you mean demo"):
+        suite_tasks("dem")
+    res = cli("run", "--suite", "nope", "--policy", "random", "--out", str(tmp_path / "x"))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    res = cli("run", "--task", TASKS["car"], "--policy", "nope", "--out", str(tmp_path / "y"))
+    assert res.returncode == 2 and "unknown policy 'nope'" in res.stderr
+    assert not (tmp_path / "y").exists()
