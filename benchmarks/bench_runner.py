@@ -21,12 +21,12 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from robosafe.policies.base import make_policy  # noqa: E402
-from robosafe.runner.run import RunConfig, execute, prepare  # noqa: E402
-from robosafe.sim import env as env_mod  # noqa: E402
-from robosafe.sim import recorder as rec_mod  # noqa: E402
-from robosafe.sim.env import TaskEnv  # noqa: E402
-from robosafe.tasks.suites import suite_tasks  # noqa: E402
+from robosafe.policies.base import make_policy
+from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.sim import env as env_mod
+from robosafe.sim import recorder as rec_mod
+from robosafe.sim.env import TaskEnv
+from robosafe.tasks.suites import suite_tasks
 
 
 def throughput(tasks: dict[str, str], episodes: int, workers: int) -> float:
