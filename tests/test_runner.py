@@ -136,3 +136,20 @@ def test_bad_run_requests_are_one_line_errors(tmp_path):
     res = cli("run", "--task", TASKS["car"], "--policy", "nope", "--out", str(tmp_path / "y"))
     assert res.returncode == 2 and "unknown policy 'nope'" in res.stderr
     assert not (tmp_path / "y").exists()
+
+
+def test_demo_runs_both_policies_stores_and_reports(tmp_path):
+    res = cli("demo", "--out", str(tmp_path / "d"), "-n", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    runs = out["runs"]
+    assert set(runs) == {"scripted-careful", "scripted-careless"}
+    for name, s in runs.items():
+        assert Path(s["run_dir"]).name == name and s["crashed"] == 0
+    # the central finding: success does not imply safety
+    assert runs["scripted-careless"]["safety_rate"] < runs["scripted-careful"]["safety_rate"]
+    html = Path(out["report"]).read_text()
+    assert "scripted-careless" in html and "data:image/png;base64," in html
+    res = cli("results", "list", "--db", out["db"], "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["runs"]) == 2

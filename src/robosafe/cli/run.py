@@ -77,14 +77,15 @@ def summarize(rows: list[dict]) -> dict:
                                      if n else None)}
 
 
-def _print_summary(name: str, s: dict) -> None:
+def _print_summary(summaries: dict[str, dict]) -> None:
     def pct(x):
         return "-" if x is None else f"{100 * x:.1f}%"
 
     table = Table("run", "episodes", "crashed", "SR", "Safety", "mean CC")
-    cc = "-" if s["mean_cumulative_cost"] is None else f"{s['mean_cumulative_cost']:.2f}"
-    table.add_row(name, str(s["episodes"]), str(s["crashed"]), pct(s["success_rate"]),
-                  pct(s["safety_rate"]), cc)
+    for name, s in summaries.items():
+        cc = "-" if s["mean_cumulative_cost"] is None else f"{s['mean_cumulative_cost']:.2f}"
+        table.add_row(name, str(s["episodes"]), str(s["crashed"]), pct(s["success_rate"]),
+                      pct(s["safety_rate"]), cc)
     Console().print(table)
 
 
@@ -139,7 +140,7 @@ def run(
     if as_json:
         emit_json({"run_dir": str(out), **s}, None, True)
     else:
-        _print_summary(str(out), s)
+        _print_summary({str(out): s})
         typer.echo(f"run directory: {out} (robosafe score {out} | robosafe report {out} "
                    f"--out report.html)")
 
@@ -151,7 +152,7 @@ DEMO_POLICIES = ("scripted-careful", "scripted-careless")
 @user_errors
 def demo(
     out: Path = typer.Option(Path("robosafe-demo"), "--out", "-o", help="Output directory."),
-    episodes: int = typer.Option(2, "--episodes", "-n", min=1, help="Episodes per task."),
+    episodes: int = typer.Option(3, "--episodes", "-n", min=1, help="Episodes per task."),
     workers: int = typer.Option(2, "--workers", "-j", min=1),
     as_json: bool = typer.Option(False, "--json"),
 ):
@@ -183,6 +184,5 @@ def demo(
                    "runs": {p: {"run_dir": str(out / p), **s} for p, s in summaries.items()}},
                   None, True)
         return
-    for p, s in summaries.items():
-        _print_summary(p, s)
+    _print_summary(summaries)
     typer.echo(f"report: {report}\nresults store: {db}")
