@@ -63,9 +63,9 @@ def shares(tasks: dict[str, str], episodes: int, size: int) -> dict[str, float]:
         env = TaskEnv(path, image_size=(size, size))
         timed(env.arena, "step", "physics+recording")
         for seed in range(episodes):
+            t0 = time.perf_counter()  # reset included: it settles physics and renders too
             obs, _ = env.reset(seed=seed)
             policy.reset(env.task_info())
-            t0 = time.perf_counter()
             for _ in range(env.horizon):
                 t1 = time.perf_counter()
                 action = policy.act(obs)
