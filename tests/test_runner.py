@@ -153,3 +153,20 @@ def test_demo_runs_both_policies_stores_and_reports(tmp_path):
     res = cli("results", "list", "--db", out["db"], "--json")
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["runs"]) == 2
+
+
+def test_a_policy_behind_a_loopback_server_acts_exactly_like_the_local_one(tmp_path):
+    from robosafe.policies.base import make_policy
+    from robosafe.policies.server import PolicyServer
+    from robosafe.trace.io import read_episodes
+
+    local = run(config("random", episodes=1), tmp_path / "local")
+    with PolicyServer(make_policy("random")) as server:
+        remote = run(config(server.url, episodes=1), tmp_path / "remote")
+    a, _ = read_episodes(local.trace_paths())
+    b, _ = read_episodes(remote.trace_paths())
+    assert len(a) == len(b) == 2
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.eef_pos_m, y.eef_pos_m)
+        np.testing.assert_array_equal(x.cost, y.cost)
+    assert all(r["policy_name"].startswith("ws://") for r in remote.outcomes())

@@ -33,9 +33,10 @@ import numpy as np
 
 from robosafe.errors import RobosafeError
 
-#: Suffixes of privileged simulator state (object poses, joint positions, handle positions)
-#: that a learned policy would not have on a real robot.
-PRIVILEGED_SUFFIXES = ("_pos", "_quat", "_qpos", "_handle_pos")
+#: Suffixes of privileged simulator state that a learned policy would not have on a real
+#: robot: object poses, articulation and handle positions (robosafe's TaskEnv), and
+#: robosuite's concatenated ``object-state``.
+PRIVILEGED_SUFFIXES = ("_pos", "_quat", "_qpos", "_handle_pos", "-state")
 ROBOT_PREFIX = "robot0_"
 
 # openpi refuses void, object and complex arrays; object arrays could not be rebuilt from raw
@@ -210,8 +211,9 @@ class RemotePolicy:
                 ws.close()
                 cause = f"no metadata from the server ({_describe(exc)})"
                 continue
+            self._ws = ws  # owned from here, so a bad metadata reply closes it
             meta = self._decode_reply(first, "metadata")
-            self._ws, self.metadata = ws, meta if isinstance(meta, dict) else {}
+            self.metadata = meta if isinstance(meta, dict) else {}
             if self._action_dim is None and isinstance(self.metadata.get("action_dim"), int):
                 self._action_dim = self.metadata["action_dim"]
             return self.metadata

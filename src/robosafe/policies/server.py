@@ -16,8 +16,10 @@ so ``openpi_client.WebsocketClientPolicy`` can drive a robosafe policy and
   connection with code 1011, as openpi does; the server itself keeps running;
 - ``GET /healthz`` answers 200 OK, as openpi's does.
 
-robosafe policies keep per-episode state, so a server serves one client at a time in practice;
-requests from concurrent connections are serialised, never interleaved inside the policy.
+robosafe policies keep per-episode state. Given a policy *factory* (a class or a zero-argument
+callable, as ``robosafe serve-policy`` passes), every connection gets its own policy, so
+several runner workers can share one server. Given a policy *object*, all connections share it
+(their requests are serialised, never interleaved inside the policy): one client at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import os
 import threading
 import time
 import traceback
@@ -45,6 +48,10 @@ def _url(host: str, port: int) -> str:
     return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
 
 
+def _is_factory(policy: Any) -> bool:
+    return isinstance(policy, type) or (callable(policy) and not hasattr(policy, "act"))
+
+
 def _health_check(connection: Any, request: Any) -> Any:
     if request.path == "/healthz":
         return connection.respond(http.HTTPStatus.OK, "OK\n")
@@ -55,13 +62,18 @@ class PolicyServer:
     """A websocket policy server, run in the foreground (:meth:`serve_forever`) or in a
     background thread (:meth:`start` / :meth:`stop`, or as a context manager).
 
+    ``policy`` is a policy object shared by every connection, or a factory (class or
+    zero-argument callable) called once per connection (see the module docstring).
+
     ``port=0`` binds a free port; :attr:`url` is the address once started. ``requests`` and
     ``resets`` count the inference and reset messages answered.
     """
 
     def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 0, *,
                  action_dim: int | None = None, metadata: dict[str, Any] | None = None):
-        self.policy = policy
+        self.factory: Callable[[], Any] | None = policy if _is_factory(policy) else None
+        # the shared policy, or a specimen that names the factory's policies in the metadata
+        self.policy = policy() if self.factory is not None else policy
         self.host = host
         self.port = int(port)
         self.action_dim = action_dim
@@ -73,6 +85,7 @@ class PolicyServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._lock: asyncio.Lock | None = None  # made in run(), on the serving loop
 
     @property
     def url(self) -> str:
@@ -92,6 +105,10 @@ class PolicyServer:
         from websockets.exceptions import ConnectionClosed
 
         log.info("connection from %s", ws.remote_address)
+        if self.factory is not None:
+            policy, lock = self.factory(), asyncio.Lock()
+        else:
+            policy, lock = self.policy, self._lock
         try:
             await ws.send(packb(self.metadata()))
         except ConnectionClosed:
@@ -104,7 +121,7 @@ class PolicyServer:
                 return
             start = time.monotonic()
             try:
-                payload = packb(await self._answer(raw, prev_total_s))
+                payload = packb(await self._answer(policy, lock, raw, prev_total_s))
             except Exception:  # any failure goes back to the client, as openpi does
                 log.warning("policy error, closing the connection", exc_info=True)
                 try:
@@ -119,7 +136,8 @@ class PolicyServer:
                 return
             prev_total_s = time.monotonic() - start
 
-    async def _answer(self, raw: str | bytes, prev_total_s: float | None) -> dict[str, Any]:
+    async def _answer(self, policy: Any, lock: asyncio.Lock, raw: str | bytes,
+                      prev_total_s: float | None) -> dict[str, Any]:
         if isinstance(raw, str):
             raise TypeError("expected a binary msgpack message, got text")
         obs = unpackb(raw)
@@ -129,14 +147,14 @@ class PolicyServer:
             task_info = obs["__reset__"]
             if not isinstance(task_info, dict):
                 raise TypeError("__reset__ must carry a task_info dict")
-            async with self._lock:
+            async with lock:
                 # policies are synchronous and may be slow: keep the loop free for pings
-                await asyncio.to_thread(self.policy.reset, task_info)
+                await asyncio.to_thread(policy.reset, task_info)
             self.resets += 1
             return {"__ack__": "reset"}
         t0 = time.monotonic()
-        async with self._lock:
-            action = await asyncio.to_thread(self.policy.act, obs)
+        async with lock:
+            action = await asyncio.to_thread(policy.act, obs)
         infer_s = time.monotonic() - t0
         self.requests += 1
         timing = {"infer_ms": infer_s * 1000.0}
@@ -157,8 +175,10 @@ class PolicyServer:
             server = await serve(self._handler, self.host, self.port, compression=None,
                                  max_size=None, process_request=_health_check)
         except OSError as exc:
+            # asyncio's own message repeats the address; the errno text is the cause
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
             raise RobosafeError(f"cannot serve on {_url(self.host, self.port)}: "
-                                f"{exc.strerror or exc}") from None
+                                f"{reason.lower()}") from None
         async with server:
             self.port = server.sockets[0].getsockname()[1]
             log.info("serving %s on %s", self.metadata()["policy"], self.url)
@@ -220,6 +240,7 @@ class PolicyServer:
 def serve_policy(policy: Any, host: str = "127.0.0.1", port: int = 0, *,
                  ready: Callable[[str], None] | None = None,
                  action_dim: int | None = None) -> None:
-    """Serve ``policy`` on ``ws://host:port`` in this thread until Ctrl-C (KeyboardInterrupt
+    """Serve ``policy`` (an object, or a factory for one policy per connection) on
+    ``ws://host:port`` in this thread until Ctrl-C (KeyboardInterrupt
     propagates). ``port=0`` picks a free port; ``ready(url)`` gets the address once bound."""
     PolicyServer(policy, host, port, action_dim=action_dim).serve_forever(ready)
