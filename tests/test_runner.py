@@ -170,3 +170,17 @@ def test_a_policy_behind_a_loopback_server_acts_exactly_like_the_local_one(tmp_p
         np.testing.assert_array_equal(x.eef_pos_m, y.eef_pos_m)
         np.testing.assert_array_equal(x.cost, y.cost)
     assert all(r["policy_name"].startswith("ws://") for r in remote.outcomes())
+
+
+def test_replaying_a_recorded_episode_reproduces_its_trace(tmp_path):
+    from robosafe.trace.io import read_episodes
+
+    src = run(config("random", episodes=1, tasks={"car": TASKS["car"]}), tmp_path / "src")
+    (trace,) = src.trace_paths()
+    again = run(config(f"replay:{trace}", episodes=1, tasks={"car": TASKS["car"]}),
+                tmp_path / "again")
+    (a,), _ = read_episodes([trace])
+    (b,), _ = read_episodes(again.trace_paths())
+    np.testing.assert_array_equal(a.eef_pos_m, b.eef_pos_m)
+    np.testing.assert_array_equal(a.contact_force_n, b.contact_force_n)
+    assert np.load(src.path / "actions" / f"{trace.stem}.npy").shape == (8, 7)

@@ -80,10 +80,15 @@ class ZeroPolicy:
 
 
 class ReplayPolicy:
-    """Actions from a (T, d) ``.npy`` array, then zeros with the gripper as last commanded."""
+    """Actions from a (T, d) ``.npy`` array, or those a run recorded for one of its traces
+    (``RUN_DIR/traces/<cell>.jsonl`` -> ``RUN_DIR/actions/<cell>.npy``), then zeros with the
+    gripper as last commanded. Replayed in the same cell (task, seed, levels) an episode
+    repeats bit for bit (the simulator is deterministic)."""
 
     def __init__(self, path: str | Path):
         path = Path(path)
+        if path.suffix != ".npy" and path.parent.name == "traces":
+            path = path.parent.parent / "actions" / f"{path.name.split('.')[0]}.npy"
         try:
             self.actions = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:

@@ -24,6 +24,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from robosafe.errors import RobosafeError
 from robosafe.runner.rundir import Cell, RunDir, create_run, open_run
 
@@ -137,11 +139,14 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
         policy = _policy(cfg.policy)
         obs, info = env.reset(seed=cell.seed)
         policy.reset(env.task_info())
+        actions = []
         for _ in range(env.horizon):
-            obs, _, terminated, truncated, info = env.step(policy.act(obs))
+            actions.append(policy.act(obs))
+            obs, _, terminated, truncated, info = env.step(actions[-1])
             steps += 1
             if terminated or truncated:
                 break
+        run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
         ep = env.episode(episode_id=cell.name, policy=run.policy_name,
                          instance_id=cell.instance_id,
                          meta={"episode_idx": cell.episode_idx,

@@ -6,6 +6,7 @@ Layout::
       run.json              the run config (FORMAT, policy, tasks, seeds, levels, horizon, ...)
       tasks/<task_id>.bddl  the task files, as run
       traces/<cell>.jsonl   one App. B trace per finished episode
+      actions/<cell>.npy    the actions the policy took (replay:RUN_DIR/traces/<cell>.jsonl)
       outcomes/<cell>.json  one episode-outcome row per episode (finished or crashed)
       outcomes.csv          every row, sorted by cell (rebuilt after each run and on resume)
 
@@ -86,6 +87,20 @@ class RunDir:
     def trace_path(self, cell: Cell) -> Path:
         return self.path / "traces" / f"{cell.name}.jsonl"
 
+    def actions_path(self, cell: Cell) -> Path:
+        return self.path / "actions" / f"{cell.name}.npy"
+
+    def write_actions(self, cell: Cell, actions) -> None:
+        """The episode's (T, action_dim) actions as a plain .npy, written atomically."""
+        import numpy as np
+
+        path = self.actions_path(cell)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "wb") as fh:
+            np.save(fh, actions, allow_pickle=False)
+        os.replace(tmp, path)
+
     def outcome_path(self, cell: Cell) -> Path:
         return self.path / "outcomes" / f"{cell.name}.json"
 
@@ -127,7 +142,7 @@ def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) 
     if (path / "run.json").exists():
         raise RobosafeError(f"{path}: a run already exists here; use --resume to continue it "
                             "or choose another --out")
-    for sub in ("tasks", "traces", "outcomes"):
+    for sub in ("tasks", "traces", "actions", "outcomes"):
         (path / sub).mkdir(parents=True, exist_ok=True)
     for task_id, src in task_files.items():
         atomic_write(path / "tasks" / f"{task_id}.bddl", Path(src).read_text(encoding="utf-8"))
