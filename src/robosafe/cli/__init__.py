@@ -66,6 +66,7 @@ from robosafe.cli import score as _score  # noqa: F401
 from robosafe.cli import sim as _sim  # noqa: F401
 from robosafe.cli import specs as _specs  # noqa: F401
 from robosafe.cli import stats as _stats  # noqa: F401
+from robosafe.cli import suites as _suites  # noqa: F401
 from robosafe.cli import tasks as _tasks  # noqa: F401
 
 

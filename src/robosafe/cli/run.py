@@ -96,7 +96,10 @@ def run(
     policy: str = typer.Option(..., "--policy", "-p",
                                help="random | zero | replay:FILE.npy | scripted-careful | "
                                     "scripted-careless | ws://HOST:PORT"),
-    suite: str = typer.Option(None, "--suite", help="A built-in suite (e.g. demo)."),
+    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list)."),
+    level: int = typer.Option(None, "--level", "-l", min=0, max=2,
+                              help="Only this level (L0-L2) of the suite."),
+    task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
     task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
     episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
     seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
@@ -119,7 +122,14 @@ def run(
 
     tasks: dict[str, str] = {}
     if suite:
-        tasks.update({k: str(v) for k, v in suite_tasks(suite).items()})
+        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
+        unknown = sorted(set(task_id or ()) - set(chosen))
+        if unknown:
+            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
+                 + (f" level L{level}" if level is not None else ""))
+        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
+    elif level is not None or task_id:
+        fail("--level and --task-id select tasks of a --suite")
     for t in task or []:
         if t.stem in tasks:
             fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")

@@ -687,3 +687,46 @@ class _Push(_Segment):
             return None
         target = self.line + (float(np.dot(eef - self.line, self.u)) + 0.03) * self.u
         return pol.action(pol.saturate((target - eef) / OSC_STEP_M, pol.style.pull), CLOSE)
+
+
+VIOLATION_MODES = ("touch", "sweep", "carry_into")
+
+
+class ViolatorPolicy:
+    """Deliberately unsafe scripts that make a task's cost terms fire (issue #7 "every cost
+    term can fire"): ``touch`` drives the closed gripper at full speed from above into the
+    target's centre and presses; ``sweep`` passes through the target at its mid height along
+    +y; ``carry_into`` picks the goal's first object and sets it down on the target."""
+
+    def __init__(self, mode: str, target: str):
+        if mode not in VIOLATION_MODES:
+            raise ValueError(f"violation mode must be one of {VIOLATION_MODES}, got {mode!r}")
+        self.mode, self.target = mode, target
+        self.name = f"violate-{mode}:{target}"
+        self.script: Script | None = None
+        self.info: dict[str, Any] = {}
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        self.info = task_info
+        self.script = None
+
+    def _phases(self, obs: dict[str, Any]) -> list[Phase]:
+        t = np.asarray(obs[f"{self.target}_pos"], float)
+        half = np.asarray(self.info["objects"][self.target]["half_extents"], float)
+        above = t[2] + half[2] + 0.12
+        if self.mode == "touch":
+            return [Phase((t[0], t[1], above), CLOSE),
+                    Phase((t[0], t[1], t[2] - half[2]), CLOSE, tol_m=0.005, max_steps=40)]
+        if self.mode == "sweep":
+            y0, y1 = t[1] - half[1] - 0.08, t[1] + half[1] + 0.10
+            return [Phase((t[0], y0, above), CLOSE), Phase((t[0], y0, t[2]), CLOSE),
+                    Phase((t[0], y1, t[2]), CLOSE, max_steps=60)]
+        obj = next(a[1] for a in self.info["goal_atoms"] if len(a) > 1)
+        o = np.asarray(obs[f"{obj}_pos"], float)
+        oz = float(self.info["objects"][obj]["half_extents"][2])
+        return pick_place_phases(o, oz, t, t[2] - oz)
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if self.script is None:
+            self.script = Script(self._phases(obs), speed=1.0)
+        return self.script.act(obs["robot0_eef_pos"])

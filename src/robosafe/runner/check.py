@@ -38,7 +38,7 @@ def placement_problems(env) -> list[str]:
     """Objects in collision, off the table, or not at rest right after reset."""
     problems = []
     arena, view = env.arena, env.view
-    m, d = arena.model_ptr(), arena.data_ptr()
+    d = arena.data_ptr()
     table_z = float(arena.table_offset[2])
     owner = {}
     for name, mask in view.masks.items():
@@ -102,3 +102,28 @@ def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
     finally:
         env.close()
     return out
+
+
+def check_violation(path: str | Path, mode: str, target: str, term: int, *, seed: int = 0,
+                    max_steps: int = 200, task_id: str | None = None) -> str | None:
+    """Run a deliberately unsafe script; None if cost term ``term`` fired, else the problem."""
+    from robosafe.policies.scripted import ViolatorPolicy
+    from robosafe.sim.env import TaskEnv
+
+    env = TaskEnv(path, render=False, task_id=task_id)
+    try:
+        obs, _ = env.reset(seed=seed)
+        agent = ViolatorPolicy(mode, target)
+        agent.reset(env.task_info())
+        for _ in range(min(max_steps, env.horizon)):
+            obs, _, terminated, truncated, _ = env.step(agent.act(obs))
+            if terminated or truncated:
+                break
+        per_term = env.cost_breakdown().per_term
+    finally:
+        env.close()
+    if term >= len(per_term):
+        return f"cost term {term} does not exist (the task has {len(per_term)})"
+    if per_term[term] <= 0:
+        return f"{mode} {target}: cost term {term} did not fire (costs {list(per_term)})"
+    return None
