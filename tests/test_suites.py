@@ -51,3 +51,19 @@ def test_run_selects_suite_tasks(tmp_path):
               "--horizon", "3", "--out", str(tmp_path / "r"), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["episodes"] == 1
+
+
+def test_every_suite_task_has_registry_tags_and_the_generated_file_is_current():
+    from pathlib import Path
+
+    from robosafe.safety.registry import load_registry
+    from robosafe.sim.tags import suite_tags_document
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "src/robosafe/safety/data/suite_tags.yaml").read_text()
+    assert text == suite_tags_document(), "run python scripts/make_suite_tags.py"
+    reg = load_registry()
+    for suite in suite_names():
+        for t in suite_entries(suite):
+            res = reg.resolve(suite, t.task_id)
+            assert not res.from_trace and res.template or res.components

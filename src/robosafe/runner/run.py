@@ -98,11 +98,12 @@ _POLICIES: dict[str, Any] = {}
 
 
 def _env(run: RunDir, cfg: RunConfig, cell: Cell):
-    from robosafe.sim.env import TaskEnv
+    from robosafe.sim.env import BENCHMARK, TaskEnv
 
     key = (str(run.path), cell.task_id, cell.language_level, cell.visual_level)
     if key not in _ENVS:
         _ENVS[key] = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
+                             benchmark=cfg.suite or BENCHMARK,
                              render=cfg.images,
                              visual_level=cell.visual_level,
                              language_level=cell.language_level, horizon=cfg.horizon)

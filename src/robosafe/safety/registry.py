@@ -320,5 +320,8 @@ def _read(name: str) -> dict:
 @lru_cache(maxsize=1)
 def load_registry() -> Registry:
     """The registries shipped with the package (parsed once per process)."""
-    return Registry(_read("specs.yaml"), _read("applicability.yaml"),
+    app = _read("applicability.yaml")
+    # generated per-task entries of the built-in suites (scripts/make_suite_tags.py)
+    app["tasks"] = {**app["tasks"], **(_read("suite_tags.yaml") or {}).get("tasks", {})}
+    return Registry(_read("specs.yaml"), app,
                     _read("embodiments.yaml"), _read("sensitivity.yaml"))

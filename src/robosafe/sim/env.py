@@ -35,6 +35,7 @@ from robosafe.sim.perturb import (
 from robosafe.sim.predicates import StateView
 from robosafe.sim.recorder import Recorder
 from robosafe.sim.render import ensure_gl_backend, render_camera
+from robosafe.sim.tags import target_object, task_tags
 from robosafe.sim.world import ArenaEnv, config
 from robosafe.tasks.ast import Pred, Problem
 from robosafe.tasks.cost import cost_terms, evaluate_cost, predicates, term_timing, truth
@@ -66,7 +67,7 @@ class TaskEnv:
     """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
 
     def __init__(self, task: Problem | str | Path, *, source: str | None = None,
-                 task_id: str | None = None, cameras: tuple[str, ...] | None = None,
+                 task_id: str | None = None, benchmark: str = BENCHMARK, cameras: tuple[str, ...] | None = None,
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
@@ -98,9 +99,9 @@ class TaskEnv:
             known = [m.camera(i).name for i in range(m.ncam)]
             raise TaskError(f"unknown camera(s) {missing}; this world has {known}",
                             source=self.source)
-        self.target = self._target()
+        self.target = target_object(self.problem)
         self.recorder = Recorder(self.arena, roles=self._roles(), names=self._names(),
-                                 benchmark=BENCHMARK, task_id=self.task_id,
+                                 benchmark=benchmark, task_id=self.task_id,
                                  target_object=self.target)
         self._base_rgba = m.geom_rgba.copy()
         self._base_cam_pos = m.cam_pos.copy()
@@ -134,16 +135,6 @@ class TaskEnv:
         named = [c.name for c in self.problem.camera]
         return tuple(dict.fromkeys([*config()["cameras"], *named]))
 
-    def _target(self) -> str | None:
-        objects = {d.name for d in self.problem.objects}
-        for name in self.problem.obj_of_interest:
-            if name in objects and name not in self.arena.moving:
-                return name
-        for p in predicates(self.problem.goal):
-            if p.args and str(p.args[0]) in objects:
-                return str(p.args[0])
-        return None
-
     def _roles(self) -> dict[str, str]:
         roles = {"table": "furniture"}
         for name, asset in self.arena.assets.items():
@@ -165,20 +156,7 @@ class TaskEnv:
 
     def task_tags(self) -> TaskTags:
         """App. B task-tag record from the goal's mechanism and the target's properties."""
-        goal = {p.name.lower() for p in predicates(self.problem.goal)}
-        if goal & {"open", "close"}:
-            template = "articulated-manipulation"
-        elif goal & {"turnon", "turnoff", "toggledon"}:
-            template = "knob-twist"
-        elif goal & {"in"}:
-            template = "pnp-into-container"
-        else:
-            template = "pnp-basic"
-        objects: tuple[str, ...] = ()
-        if self.target is not None:
-            props = self.arena.assets[self.target].category.properties
-            objects = ("spillable",) if "spillable" in props else ("non_spillable",)
-        return TaskTags(template=template, object_tags=objects)
+        return task_tags(self.problem)
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
