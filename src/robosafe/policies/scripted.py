@@ -33,6 +33,9 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 OPEN, CLOSE = -1.0, 1.0
+RIM_GRASP_ABOVE_M = 0.036  # half-width beyond which a container is held by its rim
+RIM_INSET_M = 0.006  # finger centre this far inside the outer wall
+RIM_DEPTH_M = 0.02  # ... and this far below the rim top
 OSC_STEP_M = 0.05
 """robosuite's default OSC_POSE output range per control step for a unit position action."""
 
@@ -503,8 +506,10 @@ class ScriptedPolicy:
         c = np.array([(rects[0, 0] + rects[0, 2]) / 2, (rects[0, 1] + rects[0, 3]) / 2, 0.0])
         z = float(region["z"])
         owner = next((n for n in self._objects() if ref.startswith(f"{n}_")), None)
-        if owner is not None and f"{owner}_pos" in obs:
-            # a region of an object (a container's contain_region): it moves with the object
+        if (owner is not None and f"{owner}_pos" in obs
+                and self._objects()[owner].get("kind") == "object"):
+            # a region of an object (a container's contain_region): it moves with the object;
+            # a fixture's region (an open drawer) is where reset put it
             o = self._pos(obs, owner)
             return np.array([o[0], o[1], 0.0]), z, self._top(obs, owner), (owner,)
         return c, z, z, ()
@@ -517,9 +522,10 @@ class ScriptedPolicy:
         o = self._pos(obs, obj)
         hz = float(self._half(obj)[2])
         dest, support_z, rim_z, skip = self._destination(obs, ref)
-        grasp = o + [0.0, 0.0, 0.005]
+        g = self._grasp_offset(obs, obj)
+        grasp = o + g
         place_z = support_z + hz + s.release_m
-        d = np.array([dest[0], dest[1], place_z])
+        d = np.array([dest[0], dest[1], place_z]) + g
         hover_pick = self._hover(obs, [eef, o], None, (obj,))
         hover_move = self._hover(obs, [o, d], obj, skip)
         if s.avoid:
@@ -532,8 +538,7 @@ class ScriptedPolicy:
                                                                     (obj,))]
             legs += [
                 _Move(above_o, OPEN, tol=0.01),
-                _Move(lambda ob: self._pos(ob, obj) + [0.0, 0.0, 0.005], OPEN, tol=0.006,
-                      slow=True),
+                _Move(lambda ob: self._pos(ob, obj) + g, OPEN, tol=0.006, slow=True),
                 _Grip(CLOSE, 12, holding=True),
                 _Move(above_o, CLOSE, tol=0.015),
             ]
@@ -550,7 +555,7 @@ class ScriptedPolicy:
             low = max(o[2] - hz, rim_z) + hz + s.clearance_m
             legs = [
                 _Move(grasp + [0.0, 0.0, 0.03], OPEN, tol=0.015),
-                _Move(lambda ob: self._pos(ob, obj) + [0.0, 0.0, 0.005], OPEN, tol=0.008),
+                _Move(lambda ob: self._pos(ob, obj) + g, OPEN, tol=0.008),
                 _Grip(CLOSE, 8, holding=True),
                 _Move(np.array([o[0], o[1], low]), CLOSE, tol=0.02),
                 _Move(np.array([d[0], d[1], max(low, d[2])]), CLOSE, tol=0.012),
@@ -559,6 +564,22 @@ class ScriptedPolicy:
                 _Move(d + [0.0, 0.0, 0.08], OPEN, tol=0.02),
             ]
         return [_HeldTag(obj)] + legs
+
+    def _grasp_offset(self, obs: dict, obj: str) -> np.ndarray:
+        """Where the hand closes, relative to the object's centre. A container wider than the
+        open fingers (mug, bowl) is held by its wall: fingers straddle the rim on the object's
+        local -y side (the mug handle is on +y), 2 cm below the rim top, since the fingers
+        close along world y; a ring (bagel) likewise; anything else is grasped at its centre."""
+        if f"{obj}_safe_pos" in obs:  # a tool: hold its handle, never the blade or tines
+            off = np.asarray(obs[f"{obj}_safe_pos"], float) - self._pos(obs, obj)
+            return off + [0.0, 0.0, 0.005]
+        half = self._half(obj)
+        props = set(self._objects()[obj].get("properties", ()))
+        if not props & {"container", "ring"} or min(half[:2]) <= RIM_GRASP_ABOVE_M:
+            return np.array([0.0, 0.0, 0.005])
+        local = np.array([0.0, -(half[1] - RIM_INSET_M), max(half[2] - RIM_DEPTH_M, 0.0)])
+        q = np.asarray(obs.get(f"{obj}_quat", (1.0, 0.0, 0.0, 0.0)), float)
+        return _quat_rotate(q, local)
 
     def _drawer(self, obs: dict, entity: str, *, opening: bool) -> list[_Segment]:
         arts = self.info.get("articulations", {})

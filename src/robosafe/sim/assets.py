@@ -46,7 +46,8 @@ __all__ = ["PROPERTIES", "Articulation", "Asset", "Category", "asset_xml", "cate
            "category", "make_asset"]
 
 PROPERTIES = frozenset({"graspable", "spillable", "fragile", "hazard", "articulated",
-                        "switchable", "container", "sharp", "hot"})
+                        "switchable", "container", "sharp", "hot",
+                        "ring"})  # ring: held by its rim (bagel), like a wide container
 KINDS = ("object", "fixture")
 _FREE_JOINT = "joint0"
 

@@ -297,6 +297,12 @@ class TaskEnv:
             obs[f"{name}_pos"] = d.xpos[bid].copy()
             obs[f"{name}_quat"] = d.xquat[bid].copy()
         m = self.arena.model_ptr()
+        for name, asset in self.arena.assets.items():
+            # where a careful hand holds a tool: the mean of its non-hazardous part geoms
+            safe = [m.geom(g).id for pid, geoms in asset.part_geoms.items()
+                    if pid not in asset.category.hazard_parts for g in geoms]
+            if asset.category.hazard_parts and safe:
+                obs[f"{name}_safe_pos"] = d.geom_xpos[safe].mean(axis=0)
         for entity in self._articulated():
             adr, art = self.arena.articulation(entity)
             obs[f"{entity}_qpos"] = np.array([d.qpos[adr]])
