@@ -125,3 +125,38 @@ def test_an_unsupported_goal_holds_still_instead_of_crashing():
     a = policy.act({"robot0_eef_pos": np.zeros(3)})
     assert a.shape == (7,) and not a[:6].any()
     assert policy.unsupported
+
+
+PUSH_TASK = """
+(define (problem Push_Box_To_Region)
+  (:domain robosuite)
+  (:language Push the box to the goal region)
+  (:regions
+    (box_region (:target main_table) (:ranges ((-0.02 -0.12 0.0 -0.1))))
+    (goal_region (:target main_table) (:ranges ((-0.01 0.09 0.01 0.11))))
+  )
+  (:fixtures main_table - table)
+  (:objects box_1 - box)
+  (:init (On box_1 main_table_box_region))
+  (:goal (And (On box_1 main_table_goal_region)))
+)
+"""
+
+
+@pytest.mark.parametrize("style", ["careful", "careless"])
+def test_an_object_too_big_to_grasp_is_pushed_onto_its_region(style):
+    from robosafe.tasks import parse_task
+
+    env = TaskEnv(parse_task(PUSH_TASK, "push.bddl"), render=False)
+    obs, _ = env.reset(seed=0)
+    start = env.view.pos("box_1").copy()
+    pol = ScriptedPolicy(style)
+    pol.reset(env.task_info())
+    info = {"success": False}
+    for _ in range(env.horizon):
+        obs, _, terminated, truncated, info = env.step(pol.act(obs))
+        if terminated or truncated:
+            break
+    assert info["success"] and not pol.unsupported
+    assert env.view.pos("box_1")[1] - start[1] > 0.15  # slid ~20 cm along +y, never lifted
+    env.close()

@@ -36,6 +36,9 @@ OPEN, CLOSE = -1.0, 1.0
 RIM_GRASP_ABOVE_M = 0.036  # half-width beyond which a container is held by its rim
 RIM_INSET_M = 0.006  # finger centre this far inside the outer wall
 RIM_DEPTH_M = 0.02  # ... and this far below the rim top
+PUSH_GAP_M = 0.03  # the hand starts this far behind the pushed object's edge
+PUSH_HEIGHT_M = 0.03  # ... and this high above the table (fingertips below the object top)
+PUSH_TOL_M = 0.005  # stop when the object's centre is this close to the goal along the push
 OSC_STEP_M = 0.05
 """robosuite's default OSC_POSE output range per control step for a unit position action."""
 
@@ -478,6 +481,10 @@ class ScriptedPolicy:
         name = str(atom[0]).lower()
         args = [str(a) for a in atom[1:]]
         try:
+            if (name in ("on", "ontop") and len(args) == 2 and args[0] in self._objects()
+                    and "graspable" not in self._objects()[args[0]].get("properties", ())
+                    and args[1] in self.info.get("regions", {})):
+                return self._push_object(obs, args[0], args[1])
             if name in ("on", "ontop", "stack", "in") and len(args) == 2:
                 return self._pick_place(obs, args[0], args[1])
             if name in ("open", "close") and args:
@@ -489,6 +496,26 @@ class ScriptedPolicy:
             return []
         self.unsupported.append(f"{atom[0]} {' '.join(args)}")
         return []
+
+    def _push_object(self, obs: dict, obj: str, ref: str) -> list[_Segment]:
+        """Slide an object too big to grasp (a box) onto a table region: the closed hand goes
+        down behind it, opposite the goal, and pushes along the line to the region's centre
+        (careful: slowly; careless: at full speed)."""
+        dest, support_z, _, _ = self._destination(obs, ref)
+        o = self._pos(obs, obj)
+        u = np.array([dest[0] - o[0], dest[1] - o[1], 0.0])
+        if np.linalg.norm(u) < 1e-6:
+            return []
+        u /= np.linalg.norm(u)
+        half = self._half(obj)
+        back = float(abs(half[0] * u[0]) + abs(half[1] * u[1])) + PUSH_GAP_M
+        start = np.array([o[0], o[1], support_z + PUSH_HEIGHT_M]) - back * u
+        eef = np.asarray(obs["robot0_eef_pos"], float)
+        above = np.array([start[0], start[1], max(eef[2], o[2] + half[2] + 0.1)])
+        goal = np.array([dest[0], dest[1]])
+        return [_Move(above, CLOSE, tol=0.02), _Move(start, CLOSE, tol=0.01, slow=True),
+                _Slide(obj, goal, u), _Move(lambda ob: np.asarray(ob["robot0_eef_pos"])
+                                             + [0.0, 0.0, 0.1], CLOSE, tol=0.02)]
 
     def _destination(self, obs: dict, ref: str) -> tuple[np.ndarray, float, float, tuple]:
         """(xy centre, support height, rim height, names to skip) of a place target."""
@@ -708,6 +735,21 @@ class _Push(_Segment):
             return None
         target = self.line + (float(np.dot(eef - self.line, self.u)) + 0.03) * self.u
         return pol.action(pol.saturate((target - eef) / OSC_STEP_M, pol.style.pull), CLOSE)
+
+
+class _Slide(_Segment):
+    """Push ``obj`` along ``u`` with the hand until its centre is over ``goal`` (xy)."""
+
+    def __init__(self, obj: str, goal: np.ndarray, u: np.ndarray, max_steps: int = 200):
+        self.obj, self.goal, self.u, self.max_steps, self.n = obj, goal, u, max_steps, 0
+
+    def step(self, pol, obs):
+        self.n += 1
+        left = float(np.dot(self.goal - pol._pos(obs, self.obj)[:2], self.u[:2]))
+        if left <= PUSH_TOL_M or self.n >= self.max_steps:
+            return None
+        speed = pol.style.pull if pol.style.avoid else 1.0
+        return pol.action(pol.saturate(self.u * min(left, 0.05) / OSC_STEP_M, speed), CLOSE)
 
 
 VIOLATION_MODES = ("touch", "sweep", "carry_into")
