@@ -81,7 +81,11 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
     rows = []
     for name in suites or suite_names():
         violations = suite_checks(name)
-        for t in suite_entries(name, level):
+        if level is None or suites:
+            entries = suite_entries(name, level)  # a named suite must have the level
+        else:  # every suite: those without levels (demo) have nothing at L<level>
+            entries = [t for t in suite_entries(name) if t.level == level]
+        for t in entries:
             solve = t.level in (0, None)
             c = check_task(t.path, seeds=tuple(range(seeds)), task_id=t.task_id,
                            policy=policy if solve else None, render=True)
