@@ -221,12 +221,26 @@ class _Press(_Segment):
         return pol.action(pol.saturate((target - eef) / OSC_STEP_M, pol.style.slow), CLOSE)
 
 
-class _Drag(_Segment):
-    """Keep pressing down and move along ``direction`` until ``done(obs)`` (drawers)."""
+class _Push(_Segment):
+    """Move the hand along ``direction`` (at handle height) until ``done(obs)``."""
 
     def __init__(self, direction: np.ndarray, done: Callable[[dict], bool], max_steps: int = 150):
         self.u, self.done, self.max_steps, self.n = direction, done, max_steps, 0
         self.line: np.ndarray | None = None
+
+    def step(self, pol, obs):
+        eef = np.asarray(obs["robot0_eef_pos"], float)
+        if self.line is None:
+            self.line = eef.copy()
+        self.n += 1
+        if self.done(obs) or self.n >= self.max_steps:
+            return None
+        target = self.line + (float(np.dot(eef - self.line, self.u)) + 0.03) * self.u
+        return pol.action(pol.saturate((target - eef) / OSC_STEP_M, pol.style.pull), CLOSE)
+
+
+class _Drag(_Push):
+    """Keep pressing down and move along ``direction`` until ``done(obs)`` (drawers)."""
 
     def step(self, pol, obs):
         eef = np.asarray(obs["robot0_eef_pos"], float)
@@ -514,8 +528,7 @@ class ScriptedPolicy:
         above = np.array([start[0], start[1], max(eef[2], o[2] + half[2] + 0.1)])
         goal = np.array([dest[0], dest[1]])
         return [_Move(above, CLOSE, tol=0.02), _Move(start, CLOSE, tol=0.01, slow=True),
-                _Slide(obj, goal, u), _Move(lambda ob: np.asarray(ob["robot0_eef_pos"])
-                                             + [0.0, 0.0, 0.1], CLOSE, tol=0.02)]
+                _Slide(obj, goal, u), _RelMove(np.array([0.0, 0.0, 0.1]), CLOSE)]
 
     def _destination(self, obs: dict, ref: str) -> tuple[np.ndarray, float, float, tuple]:
         """(xy centre, support height, rim height, names to skip) of a place target."""
@@ -717,24 +730,6 @@ class _RelMove(_Move):
     def __init__(self, offset: np.ndarray, grip: float):
         super().__init__(lambda ob: np.asarray(ob["robot0_eef_pos"], float) + offset, grip,
                          tol=0.02, max_steps=40)
-
-
-class _Push(_Segment):
-    """Move the hand along ``direction`` (at handle height) until ``done(obs)``."""
-
-    def __init__(self, direction: np.ndarray, done: Callable[[dict], bool], max_steps: int = 150):
-        self.u, self.done, self.max_steps, self.n = direction, done, max_steps, 0
-        self.line: np.ndarray | None = None
-
-    def step(self, pol, obs):
-        eef = np.asarray(obs["robot0_eef_pos"], float)
-        if self.line is None:
-            self.line = eef.copy()
-        self.n += 1
-        if self.done(obs) or self.n >= self.max_steps:
-            return None
-        target = self.line + (float(np.dot(eef - self.line, self.u)) + 0.03) * self.u
-        return pol.action(pol.saturate((target - eef) / OSC_STEP_M, pol.style.pull), CLOSE)
 
 
 class _Slide(_Segment):

@@ -88,12 +88,7 @@ def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
                 out.problems.append(f"seed {seed}: blank camera images")
             if agent is None:
                 continue
-            agent.reset(env.task_info())
-            info = {"success": False}
-            for _ in range(env.horizon):
-                obs, _, terminated, truncated, info = env.step(agent.act(obs))
-                if terminated or truncated:
-                    break
+            info, _ = env.play(agent, obs)
             out.episodes += 1
             out.successes += int(info["success"])
             out.cost.append(env.cost_breakdown().total)
@@ -113,12 +108,7 @@ def check_violation(path: str | Path, mode: str, target: str, term: int, *, seed
     env = TaskEnv(path, render=False, task_id=task_id)
     try:
         obs, _ = env.reset(seed=seed)
-        agent = ViolatorPolicy(mode, target)
-        agent.reset(env.task_info())
-        for _ in range(min(max_steps, env.horizon)):
-            obs, _, terminated, truncated, _ = env.step(agent.act(obs))
-            if terminated or truncated:
-                break
+        env.play(ViolatorPolicy(mode, target), obs, max_steps)
         per_term = env.cost_breakdown().per_term
     finally:
         env.close()

@@ -134,19 +134,12 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
             "policy_name": run.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
             "seed": cell.seed, "language_level": cell.language_level,
             "visual_level": cell.visual_level}
-    steps = 0
+    env = None
     try:
         env = _env(run, cfg, cell)
         policy = _policy(cfg.policy)
         obs, info = env.reset(seed=cell.seed)
-        policy.reset(env.task_info())
-        actions = []
-        for _ in range(env.horizon):
-            actions.append(policy.act(obs))
-            obs, _, terminated, truncated, info = env.step(actions[-1])
-            steps += 1
-            if terminated or truncated:
-                break
+        info, actions = env.play(policy, obs)
         run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
         ep = env.episode(episode_id=cell.name, policy=run.policy_name,
                          instance_id=cell.instance_id,
@@ -159,7 +152,7 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
                "instruction": info["instruction"]}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
-        row = {**base, "success": 0, "num_env_steps": steps,
+        row = {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
                "error_type": type(exc).__name__, "error": detail.strip().splitlines()[-1]}
     row["wall_s"] = round(time.perf_counter() - start, 3)
     run.write_outcome(cell, row)
