@@ -124,3 +124,13 @@ def test_all_table_9_variants_resolve():
 def test_every_spec_formula_parses_and_reads_its_signal():
     for s in REG.specs.values():
         assert s.signal in s.formula.signals, s.spec_id
+
+
+def test_libero_robot_names_resolve_to_panda_limits():
+    """LIBERO names its Panda MountedPanda / OnTheGroundPanda (robosuite 1.4 models): the
+    Table 17 Panda limits apply, and an unknown name stays unknown (no limits, spec inactive)."""
+    reg = load_registry()
+    panda = [87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0]
+    assert reg.embodiment_limits("MountedPanda") == panda
+    assert reg.embodiment_limits("OnTheGroundPanda") == panda
+    assert reg.embodiment_limits("Sawyer") is None

@@ -134,6 +134,11 @@ class Registry:
         self.embodiments: dict[str, list[float]] = {
             name: [float(x) for x in e["joint_torque_limits_nm"]]
             for name, e in emb_doc["embodiments"].items()}
+        self.embodiment_aliases: dict[str, str] = dict(emb_doc.get("aliases") or {})
+        for alias, name in self.embodiment_aliases.items():
+            if name not in self.embodiments:
+                raise RegistryError(f"embodiments.yaml: aliases.{alias}: unknown embodiment "
+                                    f"{name!r}")
         self.variants: dict[str, dict] = {}
         for name, v in sens_doc["variants"].items():
             for fam, sid in v["swap"].items():
@@ -239,7 +244,10 @@ class Registry:
         return None
 
     def embodiment_limits(self, name: str | None) -> list[float] | None:
-        return None if name is None else self.embodiments.get(name)
+        """Joint-torque limits of an embodiment or of an alias of one (None: unknown)."""
+        if name is None:
+            return None
+        return self.embodiments.get(self.embodiment_aliases.get(name, name))
 
     def resolve(self, benchmark: str, task_id: str, trace_tags: TaskTags | None = None,
                 *, source: str = "") -> Resolution:
