@@ -2,7 +2,7 @@
 
 Baseline (named, run in the same invocation): robosuite 1.5 ``Lift`` with a Panda and its
 default OSC controller, no renderer, no cameras, stepped directly. The recorded side is an
-identical env (same seed) wrapped in :class:`robosafe.sim.recorder.Recorder`. Both replay the
+identical env (same seed) wrapped in :class:`robosafe.hosts.recorder.Recorder`. Both replay the
 same random action sequence, so they simulate the same trajectory and the same contacts.
 The two envs are stepped alternately, one action at a time (and which goes first alternates),
 so load changes on a shared machine hit both alike; resets are not timed. The overhead is the
@@ -24,7 +24,7 @@ import timeit
 import numpy as np
 import robosuite as suite
 
-from robosafe.sim.recorder import Recorder
+from robosafe.hosts.recorder import Recorder
 
 TARGET = 0.10
 

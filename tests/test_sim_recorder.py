@@ -18,7 +18,7 @@ import pytest
 import robosuite as suite
 
 from robosafe.errors import RegistryError, TraceError
-from robosafe.sim.recorder import Recorder, host_roles, known_hosts
+from robosafe.hosts.recorder import Recorder, host_roles, known_hosts
 from robosafe.trace.io import read_episodes, write_episodes
 
 ENV_KW = {"has_renderer": False, "has_offscreen_renderer": False, "use_camera_obs": False}

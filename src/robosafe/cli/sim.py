@@ -138,7 +138,7 @@ def record(
 ):
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
     from robosafe.sim import robosuite  # imported quietly by robosafe.sim
-    from robosafe.sim.recorder import Recorder
+    from robosafe.hosts.recorder import Recorder
     from robosafe.trace.io import write_episodes
 
     if env_name not in robosuite.ALL_ENVIRONMENTS:

@@ -3,7 +3,7 @@
 ``reset(seed=...) -> obs, info`` and ``step(action) -> obs, reward, terminated, truncated,
 info``. ``info`` carries ``success``, the step's ``cost`` and per-term ``cost_terms``, the
 running ``cumulative_cost`` and every goal predicate's truth. Every step is recorded by
-:class:`robosafe.sim.recorder.Recorder`; :meth:`TaskEnv.episode` returns the App. B trace.
+:class:`robosafe.hosts.recorder.Recorder`; :meth:`TaskEnv.episode` returns the App. B trace.
 
 Seeding: the episode seed feeds one ``SeedSequence`` spawned into three streams, placement,
 visual perturbation and pixel noise, so the same seed gives the same initial state, the same
@@ -33,7 +33,7 @@ from robosafe.sim.perturb import (
     from_task,
 )
 from robosafe.sim.predicates import StateView
-from robosafe.sim.recorder import Recorder
+from robosafe.hosts.recorder import Recorder
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object, task_tags
 from robosafe.sim.world import ArenaEnv, config

@@ -59,6 +59,7 @@ overhead against the same env unrecorded (target: <= 10% of the env step on Lift
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -78,6 +79,7 @@ POSE_ROLES = ("target", "bystander", "furniture")
 _ROLE_RANK = {r: i for i, r in enumerate(ROLES)}
 _HOSTS_FILE = "hosts.yaml"
 _ENTRY_KEYS = {"roles", "names", "target", "target_from", "task_tags", "benchmark", "task_id"}
+log = logging.getLogger("robosafe")
 
 
 # --------------------------------------------------------------------------- host registry
@@ -144,7 +146,7 @@ def _entry(key: str, raw: Any, defaults: dict) -> HostRoles:
 
 @cache
 def _hosts() -> dict[str, HostRoles]:
-    text = resources.files("robosafe.sim").joinpath("data", _HOSTS_FILE).read_text()
+    text = resources.files("robosafe.hosts").joinpath("data", _HOSTS_FILE).read_text()
     doc = yaml.safe_load(text)
     if type(doc) is not dict or type(doc.get("hosts")) is not dict:
         raise _bad("hosts", "expected a mapping of host name -> entry")
@@ -190,10 +192,38 @@ def _robot_body_names(robot: Any) -> list[str]:
     names = list(model.bodies)
     for g in _grippers(robot):
         names += list(g.bodies)
-    base = getattr(model, "base", None)
-    if base is not None:
-        names += list(base.bodies)
+    # robosuite 1.5 calls the mount / mobile base `base`, robosuite 1.4 (LIBERO) `mount`
+    for part in ("base", "mount"):
+        sub = getattr(model, part, None)
+        if sub is not None:
+            names += list(sub.bodies)
     return names
+
+
+def arm_joints(robot: Any) -> list[str]:
+    """robot0's arm joint names: ``robot_arm_joints`` / ``robot_model.arm_joints`` (robosuite
+    1.5) or ``robot_joints`` (robosuite 1.4, where a single-arm robot's joints are its arm)."""
+    joints = (getattr(robot, "robot_arm_joints", None)
+              or getattr(robot.robot_model, "arm_joints", None)
+              or getattr(robot, "robot_joints", None))
+    if not joints:
+        raise RegistryError(f"recorder: robot {getattr(robot, 'name', '?')!r} names no arm "
+                            "joints (robot_arm_joints / arm_joints / robot_joints)")
+    return list(joints)
+
+
+def unwrap(env: Any) -> Any:
+    """The robosuite env under wrappers that keep it as ``.env`` (LIBERO's ``ControlEnv`` /
+    ``OffScreenRenderEnv``, gymnasium-style wrappers): the object that owns ``sim``."""
+    seen = 0
+    while getattr(env, "sim", None) is None and getattr(env, "env", None) is not None:
+        env, seen = env.env, seen + 1
+        if seen > 16:
+            break
+    if getattr(env, "sim", None) is None or getattr(env, "robots", None) is None:
+        raise RegistryError(f"recorder: {type(env).__name__} is not a robosuite env (no sim / "
+                            "robots, also under .env wrappers)")
+    return env
 
 
 def _finger_geoms(gripper: Any) -> list[str]:
@@ -217,6 +247,7 @@ class _Layout:
     eef_site: int
     dofs: np.ndarray                   # robot0 arm dof addresses
     target: str | None
+    unmapped: tuple[str, ...] = ()     # bodies with collision geoms and no role (not world)
 
 
 def _body_name(m: Any, i: int) -> str:
@@ -303,13 +334,14 @@ def _build_layout(env: Any, m: Any, roles: dict[str, str], names: dict[str, str]
     r0 = robots[0]
     arm = r0.arms[0] if getattr(r0, "arms", None) else "right"
     site = r0.eef_site_id[arm] if isinstance(r0.eef_site_id, dict) else r0.eef_site_id
-    joints = getattr(r0, "robot_arm_joints", None) or r0.robot_model.arm_joints
     dofs = np.array([m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)]
-                     for j in joints], dtype=np.int64)
+                     for j in arm_joints(r0)], dtype=np.int64)
     return _Layout(names=tuple(index), roles=body_roles, gidx=gidx, ggroup=ggroup,
                    gfinger=gfinger, gother=geom_role != "robot",
                    pose_ids=np.array(pose, dtype=np.int64), pose_names=pose_names,
-                   eef_site=int(site), dofs=dofs, target=target)
+                   eef_site=int(site), dofs=dofs, target=target,
+                   unmapped=tuple(n for n, r in body_roles.items()
+                                  if r == "other" and n != bnames[0]))
 
 
 # --------------------------------------------------------------------------- recorder
@@ -320,6 +352,12 @@ class Recorder:
     ``roles`` / ``names`` are merged over the host entry (explicit keys win); ``benchmark``,
     ``task_id``, ``target_object`` (a trace or MuJoCo body name) and ``dt`` override it. The
     host entry is ``hosts.yaml[host]``, or ``hosts.yaml[type(env).__name__]`` when present.
+
+    ``env`` may be a wrapper that keeps the robosuite env as ``.env`` (LIBERO's
+    ``OffScreenRenderEnv``): ``reset`` / ``step`` go through the wrapper, MuJoCo state is read
+    from the env under it. Recording starts at :meth:`reset`, or at :meth:`start` when the
+    host's protocol must run first (LIBERO: ``set_init_state`` and settle steps), so that what
+    the protocol does before the policy acts is not charged to the policy.
     """
 
     def __init__(self, env: Any, *, roles: dict[str, str] | None = None,
@@ -327,10 +365,11 @@ class Recorder:
                  benchmark: str | None = None, task_id: str | None = None,
                  target_object: str | None = None, dt: float | None = None):
         self.env = env
+        self.base = base = unwrap(env)
         if host is not None:
             entry: HostRoles | None = host_roles(host)
         else:
-            entry = _hosts().get(type(env).__name__)
+            entry = _hosts().get(type(base).__name__)
         self.host = entry.host if entry else None
         self._where = f"recorder host {self.host!r}" if entry else "recorder"
         self._roles = {**(entry.roles if entry else {}), **(roles or {})}
@@ -338,14 +377,16 @@ class Recorder:
                      lambda w, msg: RegistryError(f"{self._where}: {w}: {msg}"))
         self._names = {**(entry.names if entry else {}), **(names or {})}
         self.benchmark = benchmark or (entry.benchmark if entry else "robosuite")
-        self.task_id = task_id or (entry.task_id if entry else type(env).__name__)
+        self.task_id = task_id or (entry.task_id if entry else type(base).__name__)
         self._target = target_object if target_object is not None else (
             entry.target_object if entry else None)
         self._target_from = entry.target_from if entry and target_object is None else None
         self.task_tags = entry.task_tags if entry else None
         if dt is None:
-            dt = 1.0 / float(env.control_freq)
+            dt = 1.0 / float(base.control_freq)
         self.dt = float(dt)
+        self.embodiment = getattr(base.robots[0], "name", None)
+        self._warned: set[str] = set()
         self._layout: _Layout | None = None
         self._sim = None
         self._n = 0
@@ -392,9 +433,14 @@ class Recorder:
     def reset(self, **kw: Any) -> Any:
         """``env.reset(**kw)`` unchanged; starts a new episode and records step 0."""
         out = self.env.reset(**kw)
+        self.start()
+        return out
+
+    def start(self) -> None:
+        """Start a new episode at the env's current state (recorded as step 0), without
+        resetting: for hosts whose protocol sets an initial state and settles first."""
         self._bind()
         self._record()
-        return out
 
     def step(self, action: Any) -> Any:
         """``env.step(action)``, returned unchanged; records one row after the step."""
@@ -403,8 +449,8 @@ class Recorder:
         out = self.env.step(action)
         # A reset behind the recorder's back would splice two episodes into one trace: a hard
         # reset swaps the sim, a soft one sends robosuite's step counter back.
-        timestep = getattr(self.env, "timestep", None)
-        if self.env.sim is not self._sim or (timestep is not None
+        timestep = getattr(self.base, "timestep", None)
+        if self.base.sim is not self._sim or (timestep is not None
                                              and self._timestep is not None
                                              and timestep <= self._timestep):
             raise RuntimeError("the env was reset or rebuilt outside the recorder; call "
@@ -442,24 +488,44 @@ class Recorder:
 
     def _bind(self) -> None:
         """Tables for the (possibly recompiled) model, and empty episode buffers."""
-        sim = self.env.sim
+        sim = self.base.sim
         self._sim = sim
         self._m, self._d = _raw(sim.model, "_model"), _raw(sim.data, "_data")
         roles, target = self._roles, self._target
         if self._target_from is not None:
             attr, fmt = self._target_from
-            if getattr(self.env, attr, None) is None:
+            if getattr(self.base, attr, None) is None:
                 raise RegistryError(f"{self._where}: target_from: the env has no {attr!r} to "
                                     "choose the target body from")
-            body = fmt.format(getattr(self.env, attr))
+            body = fmt.format(getattr(self.base, attr))
             roles = {**roles, body: "target"}
             target = body
-        self._layout = _build_layout(self.env, self._m, roles, self._names, target,
+        self._layout = _build_layout(self.base, self._m, roles, self._names, target,
                                      self._where)
         self._n = self._k = 0
         self._has_cost = False
-        self._timestep = getattr(self.env, "timestep", None)
+        self._timestep = getattr(self.base, "timestep", None)
         self._allocate()
+        self._warn_gaps()
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("robosafe: %s: %s", self._where, message)
+
+    def _warn_gaps(self) -> None:
+        """One line per recorder for what its traces will lack: a robot without torque limits
+        in the registry (the joint_torque spec then stays inactive, paper 000 Table 17) and
+        bodies with collision geoms but no role (scored as ``other``, in no Table 15 set)."""
+        from robosafe.safety.registry import load_registry
+
+        if load_registry().embodiment_limits(self.embodiment) is None:
+            self._warn_once("embodiment", f"robot {self.embodiment!r} has no joint-torque "
+                            "limits in embodiments.yaml (add it or an alias): joint_torque "
+                            "will be inactive on these traces")
+        if self._layout.unmapped:
+            self._warn_once("unmapped", "bodies without a role, recorded as 'other' (in no "
+                            f"scored contact set): {', '.join(self._layout.unmapped)}")
 
     def _record(self) -> None:
         d, L, n = self._d, self._layout, self._n
@@ -523,7 +589,7 @@ class Recorder:
         if self._layout is None or self._n == 0:
             raise RuntimeError("Recorder.episode before Recorder.reset")
         if success is None:
-            check = getattr(self.env, "_check_success", None)
+            check = getattr(self.base, "_check_success", None)
             if check is None:
                 raise TraceError("the env has no _check_success(); pass success=",
                                  episode=episode_id, field="success")
@@ -531,8 +597,8 @@ class Recorder:
         if isinstance(task_tags, dict):
             task_tags = task_tags_from_record(task_tags, source="Recorder.episode")
         L, n, k = self._layout, self._n, self._k
-        info = {"recorder": "robosafe.sim.recorder", "sampling": "control-step",
-                "embodiment": getattr(self.env.robots[0], "name", None)}
+        info = {"recorder": "robosafe.hosts.recorder", "sampling": "control-step",
+                "embodiment": self.embodiment}
         if self.host:
             info["host"] = self.host
         info = {key: v for key, v in info.items() if v is not None} | (meta or {})
