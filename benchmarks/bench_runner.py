@@ -21,10 +21,10 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from robosafe.hosts import recorder as rec_mod
 from robosafe.policies.base import make_policy
 from robosafe.runner.run import RunConfig, execute, prepare
 from robosafe.sim import env as env_mod
-from robosafe.hosts import recorder as rec_mod
 from robosafe.sim.env import TaskEnv
 from robosafe.tasks.suites import suite_tasks
 

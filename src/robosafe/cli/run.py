@@ -70,11 +70,12 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
 def summarize(rows: list[dict]) -> dict:
     ok = [r for r in rows if not r.get("error_type")]
     n = len(ok)
+    # hosts without CBDDL costs (LIBERO) leave cumulative_cost empty: no mean, not a zero
+    costs = [float(r["cumulative_cost"]) for r in ok if r.get("cumulative_cost") not in (None, "")]
     return {"episodes": len(rows), "finished": n, "crashed": len(rows) - n,
             "success_rate": sum(int(r["success"]) for r in ok) / n if n else None,
             "safety_rate": sum(int(r["safe"]) for r in ok) / n if n else None,
-            "mean_cumulative_cost": (sum(float(r["cumulative_cost"]) for r in ok) / n
-                                     if n else None)}
+            "mean_cumulative_cost": sum(costs) / len(costs) if costs else None}
 
 
 def _print_summary(summaries: dict[str, dict]) -> None:
@@ -96,7 +97,11 @@ def run(
     policy: str = typer.Option(..., "--policy", "-p",
                                help="random | zero | replay:FILE.npy | scripted-careful | "
                                     "scripted-careless | ws://HOST:PORT"),
-    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list)."),
+    host: str = typer.Option("robosafe", "--host",
+                             help="robosafe (CBDDL tasks in robosafe's simulator) or libero "
+                                  "(LIBERO's own envs and protocol; run in LIBERO's env)."),
+    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list), "
+                                                    "or with --host libero a LIBERO suite."),
     level: int = typer.Option(None, "--level", "-l", min=0, max=2,
                               help="Only this level (L0-L2) of the suite."),
     task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
@@ -109,6 +114,12 @@ def run(
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(None, "--images/--no-images",
                                 help="Render camera images (default: only for ws:// policies)."),
+    image_size: int = typer.Option(None, "--image-size", min=8,
+                                   help="Rendered image side in pixels (LIBERO default 256)."),
+    obs_adapter: str = typer.Option(None, "--obs-adapter",
+                                    help="What a ws:// policy is sent: robosuite | "
+                                         "openpi-libero (default: the host's; API key from "
+                                         "$ROBOSAFE_POLICY_API_KEY)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
@@ -118,6 +129,56 @@ def run(
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
     from robosafe.runner.run import RunConfig
+
+    uses_images = policy.startswith("ws") if images is None else images
+    if host == "libero":
+        tasks = _libero_tasks(suite, task_id, level, task, language_level, visual_level)
+    elif host != "robosafe":
+        fail(f"--host: unknown host {host!r} (robosafe or libero)")
+    else:
+        tasks = _suite_tasks(suite, task_id, level, task)
+    cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
+                    seeds=_ints(seeds, "--seeds") if seeds else (),
+                    language_levels=_levels(language_level, "--language-level", 4),
+                    visual_levels=_levels(visual_level, "--visual-level", 4),
+                    horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
+                    obs_adapter=obs_adapter, checkpoint_ref=checkpoint)
+    quiet = as_json or not sys.stderr.isatty()
+    rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
+                             quiet=quiet)
+    s = summarize(rows)
+    if as_json:
+        emit_json({"run_dir": str(out), **s}, None, True)
+    else:
+        _print_summary({str(out): s})
+        typer.echo(f"run directory: {out} (robosafe score {out} | robosafe report {out} "
+                   f"--out report.html)")
+    if s["crashed"]:
+        # a crashed episode is not a result: the run must not look like a clean one
+        typer.echo(f"robosafe: error: {s['crashed']} of {s['episodes']} episodes crashed "
+                   f"(error_type / error in {out / 'outcomes.csv'}); finished episodes are "
+                   "kept and --resume runs the crashed ones again", err=True)
+        raise typer.Exit(1)
+
+
+def _libero_tasks(suite, task_id, level, task, language_level, visual_level) -> dict[str, str]:
+    """LIBERO's tasks of ``suite`` in benchmark order: ``{task_N: BDDL file}``."""
+    from robosafe.hosts import libero
+
+    if not suite:
+        fail(f"--host libero needs --suite ({', '.join(libero.suites())})")
+    if level is not None or task:
+        fail("--level and --task select robosafe's CBDDL tasks; with --host libero choose "
+             "--suite and --task-id")
+    if language_level != "0" or visual_level != "0":
+        fail("--language-level / --visual-level perturb robosafe's CBDDL tasks; the LIBERO "
+             "host runs LIBERO's protocol unchanged")
+    libero.suite_spec(suite)
+    return libero.suite_tasks(suite, task_id or None)
+
+
+def _suite_tasks(suite, task_id, level, task) -> dict[str, str]:
+    """The CBDDL tasks of a built-in suite (or level of it) and of ``--task`` files."""
     from robosafe.tasks.suites import suite_tasks
 
     tasks: dict[str, str] = {}
@@ -136,23 +197,7 @@ def run(
         tasks[t.stem] = str(t)
     if not tasks:
         fail("nothing to run: give --suite NAME or --task FILE")
-    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
-                    seeds=_ints(seeds, "--seeds") if seeds else (),
-                    language_levels=_levels(language_level, "--language-level", 4),
-                    visual_levels=_levels(visual_level, "--visual-level", 4),
-                    horizon=horizon, suite=suite,
-                    images=policy.startswith("ws") if images is None else images,
-                    checkpoint_ref=checkpoint)
-    quiet = as_json or not sys.stderr.isatty()
-    rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
-                             quiet=quiet)
-    s = summarize(rows)
-    if as_json:
-        emit_json({"run_dir": str(out), **s}, None, True)
-    else:
-        _print_summary({str(out): s})
-        typer.echo(f"run directory: {out} (robosafe score {out} | robosafe report {out} "
-                   f"--out report.html)")
+    return tasks
 
 
 DEMO_POLICIES = ("scripted-careful", "scripted-careless")

@@ -137,8 +137,8 @@ def record(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
-    from robosafe.sim import robosuite  # imported quietly by robosafe.sim
     from robosafe.hosts.recorder import Recorder
+    from robosafe.sim import robosuite  # imported quietly by robosafe.sim
     from robosafe.trace.io import write_episodes
 
     if env_name not in robosuite.ALL_ENVIRONMENTS:

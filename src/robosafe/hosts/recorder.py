@@ -215,11 +215,11 @@ def arm_joints(robot: Any) -> list[str]:
 def unwrap(env: Any) -> Any:
     """The robosuite env under wrappers that keep it as ``.env`` (LIBERO's ``ControlEnv`` /
     ``OffScreenRenderEnv``, gymnasium-style wrappers): the object that owns ``sim``."""
-    seen = 0
-    while getattr(env, "sim", None) is None and getattr(env, "env", None) is not None:
-        env, seen = env.env, seen + 1
-        if seen > 16:
+    for _ in range(16):  # wrappers may forward sim and robots: go down while .env has them
+        inner = getattr(env, "env", None)
+        if inner is None or getattr(inner, "robots", None) is None:
             break
+        env = inner
     if getattr(env, "sim", None) is None or getattr(env, "robots", None) is None:
         raise RegistryError(f"recorder: {type(env).__name__} is not a robosuite env (no sim / "
                             "robots, also under .env wrappers)")

@@ -130,8 +130,11 @@ def policy_kind(spec: str) -> str:
                         "scripted-careful, scripted-careless or ws://HOST:PORT")
 
 
-def make_policy(spec: str) -> Policy:
-    """A policy from its command-line spec (see the module docstring)."""
+def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None) -> Policy:
+    """A policy from its command-line spec (see the module docstring) for episodes of ``host``:
+    scripted policies are the host's own (LIBERO's read LIBERO's privileged observations), and
+    a remote policy is sent observations through ``adapter`` (default: the host's, as
+    ``policies/data/adapters.yaml`` says)."""
     kind = policy_kind(spec)
     if kind == "random":
         return RandomPolicy()
@@ -140,9 +143,13 @@ def make_policy(spec: str) -> Policy:
     if kind == "replay":
         return ReplayPolicy(spec.removeprefix("replay:"))
     if kind == "scripted":
+        if host == "libero":
+            from robosafe.policies.libero_scripted import LiberoPickPlace
+
+            return LiberoPickPlace(style=spec.removeprefix("scripted-"))
         from robosafe.policies.scripted import ScriptedPolicy
 
         return ScriptedPolicy(style=spec.removeprefix("scripted-"))
-    from robosafe.policies.remote import RemotePolicy
+    from robosafe.policies.remote import RemotePolicy, default_adapter
 
-    return RemotePolicy(spec)
+    return RemotePolicy(spec, adapter=adapter or default_adapter(host))

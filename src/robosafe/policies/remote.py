@@ -25,13 +25,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import time
+from importlib import resources
 from typing import Any, Self
 
 import msgpack
 import numpy as np
+import yaml
 
 from robosafe.errors import RobosafeError
+
+#: Environment variable holding the API key sent as ``Authorization: Api-Key <key>`` (the header
+#: openpi-client sends for authenticated policy servers).
+API_KEY_ENV = "ROBOSAFE_POLICY_API_KEY"
 
 #: Suffixes of privileged simulator state that a learned policy would not have on a real
 #: robot: object poses, articulation and handle positions (robosafe's TaskEnv), and
@@ -122,6 +129,85 @@ def wire_observation(observation: dict[str, Any], instruction: str | None = None
     return out
 
 
+@functools.cache
+def _adapters() -> dict[str, Any]:
+    text = resources.files("robosafe.policies").joinpath("data", "adapters.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def adapter_names() -> tuple[str, ...]:
+    return tuple(_adapters()["adapters"])
+
+
+def default_adapter(host: str) -> str:
+    """The observation adapter a host's runs use unless told otherwise (adapters.yaml)."""
+    return _adapters()["host_defaults"].get(host, "robosuite")
+
+
+def check_adapter(name: str) -> dict[str, Any]:
+    table = _adapters()["adapters"]
+    if name not in table:
+        raise RobosafeError(f"unknown observation adapter {name!r}: use one of "
+                            f"{', '.join(table)}")
+    return table[name]
+
+
+def axis_angle(quat_xyzw: np.ndarray) -> np.ndarray:
+    """Axis-angle (axis x angle, radians) of a robosuite (x, y, z, w) quaternion: the
+    orientation part of openpi's 8-d LIBERO state. A quaternion with |w| -> 1 is no rotation."""
+    q = np.asarray(quat_xyzw, dtype=float)
+    w = float(np.clip(q[3], -1.0, 1.0))
+    den = float(np.sqrt(1.0 - w * w))
+    if den < 1e-12:
+        return np.zeros(3)
+    return q[:3] * (2.0 * np.arccos(w)) / den
+
+
+def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
+    """``img`` scaled (bilinear) to fit ``size`` x ``size`` keeping its aspect ratio, centred on
+    black: the image preprocessing of openpi's clients (``image_tools.resize_with_pad``)."""
+    from PIL import Image
+
+    h, w = img.shape[:2]
+    if (h, w) == (size, size):
+        return img
+    ratio = max(w / size, h / size)
+    rw, rh = max(1, int(w / ratio)), max(1, int(h / ratio))
+    scaled = np.asarray(Image.fromarray(img).resize((rw, rh), resample=Image.BILINEAR))
+    out = np.zeros((size, size, *img.shape[2:]), dtype=img.dtype)
+    top, left = (size - rh) // 2, (size - rw) // 2
+    out[top:top + rh, left:left + rw] = scaled
+    return out
+
+
+def adapt_observation(observation: dict[str, Any], instruction: str | None, adapter: str,
+                      *, privileged: bool = False) -> dict[str, Any]:
+    """The observation as ``adapter`` (adapters.yaml) sends it; a key the adapter needs and
+    the observation lacks is an error naming it (never a silently empty input)."""
+    spec = check_adapter(adapter)
+    if spec.get("passthrough"):
+        return wire_observation(observation, instruction, privileged=privileged)
+
+    def need(key: str) -> np.ndarray:
+        if key not in observation:
+            raise RobosafeError(f"observation adapter {adapter}: the observation has no "
+                                f"{key!r} (has {', '.join(sorted(map(str, observation)))})")
+        return np.asarray(observation[key])
+
+    out: dict[str, Any] = {}
+    size = spec.get("image_size")
+    for wire, key in (spec.get("images") or {}).items():
+        img = _as_uint8_image(need(key))
+        out[wire] = resize_with_pad(img, int(size)) if size else img
+    for wire, parts in (spec.get("state") or {}).items():
+        vals = [axis_angle(need(p.removeprefix("axis_angle:"))) if p.startswith("axis_angle:")
+                else need(p).astype(float).ravel() for p in parts]
+        out[wire] = np.concatenate(vals).astype(np.float64)
+    if instruction is not None and spec.get("prompt"):
+        out[spec["prompt"]] = instruction
+    return out
+
+
 def _one_line(text: str) -> str:
     """The last non-empty line of a (traceback) text: the exception itself."""
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
@@ -143,7 +229,8 @@ class RemotePolicy:
 
     def __init__(self, url: str, *, timeout_s: float = 30.0, connect_timeout_s: float = 5.0,
                  retries: int = 3, name: str | None = None, privileged: bool = False,
-                 replan_steps: int | None = None):
+                 replan_steps: int | None = None, adapter: str = "robosuite",
+                 api_key: str | None = None):
         if not url.startswith(("ws://", "wss://")):
             raise RobosafeError(f"remote policy {url!r}: the URL must start with ws:// or wss://")
         if replan_steps is not None and replan_steps < 1:
@@ -155,6 +242,10 @@ class RemotePolicy:
         self.retries = max(0, int(retries))
         self.privileged = privileged
         self.replan_steps = replan_steps
+        check_adapter(adapter)
+        self.adapter = adapter
+        # the key comes from the environment, never from a command line (shell history, ps)
+        self._api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.metadata: dict[str, Any] = {}
         self.requests = 0  # inference round trips so far (benchmarks, tests)
         self._ws = None
@@ -175,14 +266,27 @@ class RemotePolicy:
         self.close()
 
     def __del__(self) -> None:
-        # at interpreter shutdown the socket may already be gone: nothing useful to do
+        # Never the closing handshake here: at interpreter exit websockets' close() joins its
+        # reader thread and can wait forever, so a finished run would never exit.
         with contextlib.suppress(Exception):
-            self.close()
+            self.abort()
 
     def close(self) -> None:
+        """Close the connection with the websocket closing handshake."""
         ws, self._ws = self._ws, None
         if ws is not None:
             ws.close()
+
+    def abort(self) -> None:
+        """Drop the connection at once (no handshake, no thread join)."""
+        ws, self._ws = self._ws, None
+        sock = getattr(ws, "socket", None)
+        if sock is not None:
+            import socket
+
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     # -- connection ------------------------------------------------------------------------------
     def connect(self) -> dict[str, Any]:
@@ -197,9 +301,12 @@ class RemotePolicy:
                 time.sleep(min(0.25 * 2 ** (attempt - 1), 2.0))
             try:
                 # openpi's client settings: raw arrays do not compress, images exceed 1 MiB
+                headers = ({"Authorization": f"Api-Key {self._api_key}"}
+                           if self._api_key else None)
                 ws = connect(self.url, compression=None, max_size=None,
                              open_timeout=self.connect_timeout_s,
-                             close_timeout=min(self.connect_timeout_s, 2.0), **_legacy())
+                             close_timeout=min(self.connect_timeout_s, 2.0),
+                             additional_headers=headers, **_legacy())
             except InvalidURI as exc:
                 raise RobosafeError(f"remote policy {self.url}: invalid URL: {exc}") from None
             except (OSError, TimeoutError, WebSocketException) as exc:
@@ -289,7 +396,8 @@ class RemotePolicy:
 
     def _request(self, observation: dict[str, Any]) -> list[np.ndarray]:
         instruction = (self._task_info or {}).get("instruction")
-        obs = wire_observation(observation, instruction, privileged=self.privileged)
+        obs = adapt_observation(observation, instruction, self.adapter,
+                                privileged=self.privileged)
         reply = self._round_trip(obs, "action")
         self.requests += 1
         if not isinstance(reply, dict) or "actions" not in reply:

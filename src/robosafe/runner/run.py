@@ -38,6 +38,7 @@ class RunConfig:
 
     policy: str
     tasks: dict[str, str]  # task_id -> task file
+    host: str = "robosafe"  # robosafe (CBDDL simulator) or libero (robosafe.hosts.libero)
     episodes: int = 1
     seeds: tuple[int, ...] = ()  # one per episode index; default 0..episodes-1
     language_levels: tuple[int, ...] = (0,)
@@ -45,6 +46,8 @@ class RunConfig:
     horizon: int | None = None
     suite: str | None = None
     images: bool = False
+    image_size: int | None = None
+    obs_adapter: str | None = None  # remote policies: adapters.yaml entry (default: the host's)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -94,28 +97,45 @@ def _version() -> str:
 
 # -- the episode (runs in a worker) -------------------------------------------------------------
 _ENVS: dict[tuple, Any] = {}
-_POLICIES: dict[str, Any] = {}
+_POLICIES: dict[tuple, Any] = {}
 
 
 def _env(run: RunDir, cfg: RunConfig, cell: Cell):
-    from robosafe.sim.env import BENCHMARK, TaskEnv
-
     key = (str(run.path), cell.task_id, cell.language_level, cell.visual_level)
-    if key not in _ENVS:
-        _ENVS[key] = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
-                             benchmark=cfg.suite or BENCHMARK,
-                             render=cfg.images,
-                             visual_level=cell.visual_level,
-                             language_level=cell.language_level, horizon=cfg.horizon)
-    return _ENVS[key]
+    if key in _ENVS:
+        return _ENVS[key]
+    if cfg.host == "libero":
+        from robosafe.hosts.libero import LiberoEnv
+
+        env = LiberoEnv(cfg.suite, cell.task_id, images=cfg.images,
+                        image_size=cfg.image_size, horizon=cfg.horizon)
+    else:
+        from robosafe.sim.env import BENCHMARK, TaskEnv
+
+        env = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
+                      benchmark=cfg.suite or BENCHMARK, render=cfg.images,
+                      visual_level=cell.visual_level, language_level=cell.language_level,
+                      horizon=cfg.horizon)
+    _ENVS[key] = env
+    return env
 
 
-def _policy(spec: str):
+def _policy(cfg: RunConfig):
     from robosafe.policies.base import make_policy
 
-    if spec not in _POLICIES:
-        _POLICIES[spec] = make_policy(spec)
-    return _POLICIES[spec]
+    key = (cfg.policy, cfg.host, cfg.obs_adapter)
+    if key not in _POLICIES:
+        _POLICIES[key] = make_policy(cfg.policy, host=cfg.host, adapter=cfg.obs_adapter)
+    return _POLICIES[key]
+
+
+def close_policies() -> None:
+    """Close this process's policies (remote connections) once its episodes are done."""
+    for policy in _POLICIES.values():
+        close = getattr(policy, "close", None)
+        if close is not None:
+            close()
+    _POLICIES.clear()
 
 
 def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
@@ -137,7 +157,7 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
     env = None
     try:
         env = _env(run, cfg, cell)
-        policy = _policy(cfg.policy)
+        policy = _policy(cfg)
         obs, info = env.reset(seed=cell.seed)
         info, actions = env.play(policy, obs)
         run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
@@ -147,8 +167,9 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
                                "checkpoint_ref": cfg.checkpoint_ref})
         write_episodes(run.trace_path(cell), [ep])
         (score,) = score_episodes([ep])
+        cost = ep.meta.get("cumulative_cost")  # hosts without CBDDL costs have none
         row = {**outcome_row(score, load_registry()), **base,
-               "cumulative_cost": float(ep.meta["cumulative_cost"]),
+               "cumulative_cost": None if cost is None else float(cost),
                "instruction": info["instruction"]}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
@@ -165,6 +186,10 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
+    if cfg.obs_adapter is not None:
+        from robosafe.policies.remote import check_adapter
+
+        check_adapter(cfg.obs_adapter)
     out = Path(out)
     if resume:
         run = open_run(out)
@@ -198,6 +223,7 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
             if on_result:
                 on_result(row)
     finally:
+        close_policies()
         run.write_outcomes_csv()
     return rows
 

@@ -118,8 +118,17 @@ class RunDir:
         return rows
 
     def done(self) -> set[str]:
-        """Cell names that already have an outcome (finished or crashed)."""
-        return {p.stem for p in (self.path / "outcomes").glob("*.json")}
+        """Cell names that already have a finished outcome. Crashed cells (``error_type``) are
+        not done: ``--resume`` runs them again (a server that was down, a bad replay file)."""
+        done = set()
+        for p in (self.path / "outcomes").glob("*.json"):
+            try:
+                crashed = json.loads(p.read_text(encoding="utf-8")).get("error_type")
+            except (OSError, ValueError, AttributeError):
+                continue  # unreadable: run it again rather than trust it
+            if not crashed:
+                done.add(p.stem)
+        return done
 
     def write_outcome(self, cell: Cell, row: dict[str, Any]) -> None:
         atomic_write(self.outcome_path(cell), json.dumps(row, sort_keys=True))

@@ -8,7 +8,6 @@ import logging as _logging
 from robosafe.errors import RobosafeError
 from robosafe.sim.render import ensure_gl_backend as _ensure_gl
 
-
 _NEEDS = ("robosafe's CBDDL simulator needs the sim extra (robosuite 1.5.2, MuJoCo 3.9.0): "
           "pip install 'robosafe[sim]'")
 

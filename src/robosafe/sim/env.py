@@ -24,6 +24,7 @@ import mujoco
 import numpy as np
 
 from robosafe.errors import RobosafeError, TaskError
+from robosafe.hosts.recorder import Recorder
 from robosafe.sim.perturb import (
     VisualPerturbation,
     apply_image,
@@ -33,7 +34,6 @@ from robosafe.sim.perturb import (
     from_task,
 )
 from robosafe.sim.predicates import StateView
-from robosafe.hosts.recorder import Recorder
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object, task_tags
 from robosafe.sim.world import ArenaEnv, config

