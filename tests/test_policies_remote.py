@@ -433,3 +433,112 @@ def test_serve_policy_cli():
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def test_axis_angle_matches_hand_worked_rotations():
+    """openpi's LIBERO state uses axis-angle of robosuite's (x, y, z, w) quaternion."""
+    from robosafe.policies.remote import axis_angle
+
+    half = np.pi / 4  # a rotation of pi/2 about z: q = (0, 0, sin(pi/4), cos(pi/4))
+    np.testing.assert_allclose(axis_angle(np.array([0, 0, np.sin(half), np.cos(half)])),
+                               [0, 0, np.pi / 2], atol=1e-12)
+    np.testing.assert_allclose(axis_angle(np.array([1.0, 0, 0, 0])), [np.pi, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(axis_angle(np.array([0, 0, 0, 1.0])), [0, 0, 0])
+
+
+def test_openpi_libero_adapter_maps_keys_resizes_and_names_what_is_missing():
+    from robosafe.errors import RobosafeError
+    from robosafe.policies.remote import adapt_observation
+
+    img = np.zeros((256, 256, 3), dtype=np.uint8)
+    img[:128] = 255  # top half white: resizing keeps the top half white
+    obs = {"agentview_image": img, "robot0_eye_in_hand_image": img,
+           "robot0_eef_pos": np.array([0.1, 0.2, 0.3]),
+           "robot0_eef_quat": np.array([0.0, 0.0, 0.0, 1.0]),
+           "robot0_gripper_qpos": np.array([0.04, -0.04]), "milk_1_pos": np.zeros(3)}
+    out = adapt_observation(obs, "put it down", "openpi-libero")
+    assert sorted(out) == ["observation/image", "observation/state", "observation/wrist_image",
+                           "prompt"]
+    assert out["observation/image"].shape == (224, 224, 3)
+    assert out["observation/image"][:100].min() == 255 and out["observation/image"][124:].max() == 0
+    np.testing.assert_allclose(out["observation/state"], [0.1, 0.2, 0.3, 0, 0, 0, 0.04, -0.04])
+    assert out["prompt"] == "put it down"
+    del obs["robot0_eye_in_hand_image"]
+    with pytest.raises(RobosafeError, match="no 'robot0_eye_in_hand_image'"):
+        adapt_observation(obs, "x", "openpi-libero")
+    with pytest.raises(RobosafeError, match="unknown observation adapter"):
+        adapt_observation(obs, "x", "nope")
+
+
+def test_api_key_is_sent_as_openpi_does(monkeypatch):
+    """openpi-client authenticates with `Authorization: Api-Key KEY`; robosafe reads the key
+    from ROBOSAFE_POLICY_API_KEY and sends the same header (checked by a loopback server)."""
+    import asyncio
+    import threading
+
+    from websockets.asyncio.server import serve
+
+    seen = {}
+    ready = threading.Event()
+    stop = {}
+
+    async def handler(ws):
+        seen["auth"] = ws.request.headers.get("Authorization")
+        await ws.send(packb({"action_dim": 7}))
+        await ws.wait_closed()
+
+    async def main():
+        async with serve(handler, "127.0.0.1", 0) as server:
+            stop["port"] = server.sockets[0].getsockname()[1]
+            stop["loop"] = asyncio.get_running_loop()
+            stop["fut"] = stop["loop"].create_future()
+            ready.set()
+            await stop["fut"]
+
+    t = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    t.start()
+    ready.wait(10)
+    monkeypatch.setenv("ROBOSAFE_POLICY_API_KEY", "s3cret")
+    p = RemotePolicy(f"ws://127.0.0.1:{stop['port']}")
+    p.connect()
+    p.close()
+    stop["loop"].call_soon_threadsafe(stop["fut"].set_result, None)
+    t.join(10)
+    assert seen["auth"] == "Api-Key s3cret"
+
+
+def test_run_against_a_server_exits_with_two_workers(tmp_path):
+    """`robosafe run --policy ws://` finishes, writes outcomes.csv and exits by itself (the
+    client drops its connection without a closing handshake at interpreter exit)."""
+    from robosafe.policies.base import ZeroPolicy
+
+    out = tmp_path / "run"
+    with PolicyServer(ZeroPolicy).start() as server:
+        r = subprocess.run([sys.executable, "-m", "robosafe", "run", "--suite", "demo",
+                            "--task-id", "turn_off_stove", "--policy", server.url, "-n", "2",
+                            "--workers", "2", "--horizon", "10", "--no-images", "--out",
+                            str(out), "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["finished"] == 2
+    assert len((out / "outcomes.csv").read_text().splitlines()) == 3
+
+
+def test_run_where_every_episode_crashes_exits_1_and_resume_retries(tmp_path):
+    """A server that is down: the episode crashes, the run exits 1 with the count; once the
+    server is up, --resume runs the crashed episode again."""
+    from robosafe.policies.base import ZeroPolicy
+
+    with socket.socket() as s:  # a free port, nothing listening on it yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "--task-id",
+           "turn_off_stove", "--policy", f"ws://127.0.0.1:{port}", "-n", "1", "--horizon", "5",
+           "--no-images", "--out", str(out), "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1
+    assert "1 of 1 episodes crashed" in r.stderr
+    with PolicyServer(ZeroPolicy, port=port).start():
+        r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["finished"] == 1

@@ -171,7 +171,10 @@ class LiberoEnv:
         roles, names, target = task_roles(self.env.env)
         self.recorder = Recorder(self.env, roles=roles, names=names, benchmark=self.benchmark,
                                  task_id=task_id, target_object=target, host=HOST)
-        self.instruction = str(self.env.language_instruction)
+        # the benchmark's language (from the task name), as LIBERO's evaluation clients prompt;
+        # the BDDL's own :language sometimes differs ("pick the ..." for "pick up the ...")
+        self.instruction = str(self.task.language)
+        self.task_name = str(self.task.name)
         self.seed = 0
         self.steps = 0
         self.success = False

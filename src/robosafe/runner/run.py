@@ -157,6 +157,7 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
     env = None
     try:
         env = _env(run, cfg, cell)
+        base["task_name"] = getattr(env, "task_name", cell.task_id)
         policy = _policy(cfg)
         obs, info = env.reset(seed=cell.seed)
         info, actions = env.play(policy, obs)
