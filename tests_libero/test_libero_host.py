@@ -28,6 +28,7 @@ REG = load_registry()
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([*ROBOSAFE, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False,
                           env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
 
 
@@ -74,7 +75,7 @@ def test_zero_actions_are_safe_and_specs_match_the_registry(suite, task_id, capl
     env = LiberoEnv(suite, task_id)
     try:
         obs, _ = env.reset(seed=0)
-        info, actions = env.play(ZeroPolicy(), obs, max_steps=30)
+        _, actions = env.play(ZeroPolicy(), obs, max_steps=30)
         ep = env.episode(episode_id=f"{suite}/{task_id}")
     finally:
         env.close()
