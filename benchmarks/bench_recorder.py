@@ -60,32 +60,27 @@ def run_pair(bare, rec, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return tb, tr
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400, help="env steps per repetition")
-    ap.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-
-    actions = np.random.default_rng(args.seed).uniform(-1, 1, (args.steps, 7))
-    bare = make_env(args.seed)
-    rec = Recorder(make_env(args.seed))
+def compare(label: str, bare, rec, recorder: Recorder, actions: np.ndarray, reps: int,
+            target: float) -> float:
+    """Time ``bare`` against ``rec`` (``recorder`` inside it) over ``reps`` interleaved
+    repetitions of ``actions``, print the comparison, return the median overhead."""
     run_pair(bare, rec, actions[:20])  # warm-up: first-call costs of both sides
     t_bare, t_rec, ratios, step_ratios = [], [], [], []
-    for _ in range(args.reps):
+    for _ in range(reps):
         tb, tr = run_pair(bare, rec, actions)
         t_bare.append(tb.sum())
         t_rec.append(tr.sum())
         ratios.append(tr.sum() / tb.sum())
         step_ratios.append(tr / tb)
-    ep = rec.episode(episode_id="bench", success=False)
+    ep = recorder.episode(episode_id="bench", success=False)
     n_contacts = ep.contact_ptr[-1] / ep.n_steps
-    per_row = timeit.timeit(rec._record, number=2000) / 2000  # rows into a scratch episode
+    per_row = timeit.timeit(recorder._record, number=2000) / 2000  # rows into a scratch episode
 
-    sb, sr = args.steps / statistics.median(t_bare), args.steps / statistics.median(t_rec)
+    steps = len(actions)
+    sb, sr = steps / statistics.median(t_bare), steps / statistics.median(t_rec)
     overhead = statistics.median(ratios) - 1.0
-    print(f"robosuite {suite.__version__} Lift (Panda, OSC, no rendering): {args.steps} steps x "
-          f"{args.reps} interleaved repetitions, {n_contacts:.1f} trace contacts per row")
+    print(f"{label}: {steps} steps x {reps} interleaved repetitions, {n_contacts:.1f} trace "
+          "contacts per row")
     print(f"unrecorded: {sb:8.1f} steps/s  ({1e3 / sb:.3f} ms per step, median)")
     print(f"recorded:   {sr:8.1f} steps/s  ({1e3 / sr:.3f} ms per step, median)")
     print(f"overhead:   {100 * overhead:+.1f}% (median over repetitions of total recorded / "
@@ -94,7 +89,21 @@ def main() -> None:
           "per-step paired ratios, robust to load spikes)")
     print(f"recorder alone: {1e6 * per_row:.1f} us per row = "
           f"{100 * per_row * sb:.2f}% of the unrecorded step")
-    print(f"{'PASS' if overhead <= TARGET else 'FAIL'}: target overhead <= {100 * TARGET:.0f}%")
+    print(f"{'PASS' if overhead <= target else 'FAIL'}: target overhead <= {100 * target:.0f}%")
+    return overhead
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=400, help="env steps per repetition")
+    ap.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    actions = np.random.default_rng(args.seed).uniform(-1, 1, (args.steps, 7))
+    rec = Recorder(make_env(args.seed))
+    compare(f"robosuite {suite.__version__} Lift (Panda, OSC, no rendering)",
+            make_env(args.seed), rec, rec, actions, args.reps, TARGET)
 
 
 if __name__ == "__main__":
