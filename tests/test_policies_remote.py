@@ -523,8 +523,8 @@ def test_run_against_a_server_exits_with_two_workers(tmp_path):
     assert len((out / "outcomes.csv").read_text().splitlines()) == 3
 
 
-def test_run_where_every_episode_crashes_exits_1_and_resume_retries(tmp_path):
-    """A server that is down: the episode crashes, the run exits 1 with the count; once the
+def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
+    """A server that is down: the episode crashes, the run exits 2 with the count; once the
     server is up, --resume runs the crashed episode again."""
     from robosafe.policies.base import ZeroPolicy
 
@@ -536,8 +536,10 @@ def test_run_where_every_episode_crashes_exits_1_and_resume_retries(tmp_path):
            "turn_off_stove", "--policy", f"ws://127.0.0.1:{port}", "-n", "1", "--horizon", "5",
            "--no-images", "--out", str(out), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 1
-    assert "1 of 1 episodes crashed" in r.stderr
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()  # one line per crashed episode, one summary line
+    assert len(lines) == 2 and "unreachable" in lines[0]
+    assert "1 of 1 episodes crashed" in lines[1]
     with PolicyServer(ZeroPolicy, port=port).start():
         r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr

@@ -187,13 +187,13 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_unreachable_server_and_wrong_action_shape_crash_episodes_not_the_run(tmp_path):
-    """Episodes against a server that is down crash with a row saying why; the run exits 1
+    """Episodes against a server that is down crash with a row saying why; the run exits 2
     with the count. A server answering the wrong action width is named in the row."""
     out = tmp_path / "down"
     r = _cli("run", "--host", "libero", "--suite", "libero_goal", "--task-id", "task_1",
              "--policy", "ws://127.0.0.1:9", "-n", "1", "--horizon", "3", "--image-size",
              "32", "--out", str(out), "--json")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "1 of 1 episodes crashed" in r.stderr
     row = json.loads(next((out / "outcomes").glob("*.json")).read_text())
     assert "unreachable" in row["error"]
@@ -209,7 +209,7 @@ def test_unreachable_server_and_wrong_action_shape_crash_episodes_not_the_run(tm
         r = _cli("run", "--host", "libero", "--suite", "libero_goal", "--task-id", "task_1",
                  "--policy", server.url, "-n", "1", "--horizon", "3", "--image-size", "32",
                  "--out", str(out), "--json")
-    assert r.returncode == 1
+    assert r.returncode == 2
     row = json.loads(next((out / "outcomes").glob("*.json")).read_text())
     assert "action of shape (9,)" in row["error"]
     assert threading.active_count() >= 1

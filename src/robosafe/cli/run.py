@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, fail, user_errors
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.errors import RobosafeError
 
 
@@ -61,7 +61,8 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
             bar.update(job, advance=1, sr=f"{wins[0]}/{finished}")
             if row.get("error_type"):
                 bar.console.print(f"robosafe: episode {row['task_id']} #{row['episode_idx']} "
-                                  f"failed: {row['error_type']}: {row.get('error', '')}")
+                                  f"failed: {row['error_type']}: {row.get('error', '')}",
+                                  soft_wrap=True, markup=False, highlight=False)
 
         execute(run, cells, workers=workers, backend=backend, on_result=tick)
     return run.outcomes()
@@ -158,7 +159,7 @@ def run(
         typer.echo(f"robosafe: error: {s['crashed']} of {s['episodes']} episodes crashed "
                    f"(error_type / error in {out / 'outcomes.csv'}); finished episodes are "
                    "kept and --resume runs the crashed ones again", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 def _libero_tasks(suite, task_id, level, task, language_level, visual_level) -> dict[str, str]:
