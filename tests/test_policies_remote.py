@@ -544,3 +544,24 @@ def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
         r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["finished"] == 1
+
+
+def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_path):
+    """A scripted policy behind ws:// that receives no object poses fails the episode with a
+    line saying so (it used to hold still and record SR 0 as a result); with the privileged
+    adapter it acts."""
+    from robosafe.policies.scripted import ScriptedPolicy
+
+    out = tmp_path / "plain"
+    cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "--task-id",
+           "turn_off_stove", "-n", "1", "--horizon", "60", "--no-images", "--json"]
+    with PolicyServer(ScriptedPolicy).start() as server:
+        r = subprocess.run([*cmd, "--policy", server.url, "--out", str(out)],
+                           capture_output=True, text=True, timeout=300, check=False)
+        assert r.returncode == 2
+        assert "no privileged object state" in r.stderr
+        r = subprocess.run([*cmd, "--policy", server.url, "--out", str(tmp_path / "priv"),
+                            "--obs-adapter", "robosuite-privileged"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["crashed"] == 0

@@ -119,8 +119,8 @@ def run(
                                    help="Rendered image side in pixels (LIBERO default 256)."),
     obs_adapter: str = typer.Option(None, "--obs-adapter",
                                     help="What a ws:// policy is sent: robosuite | "
-                                         "openpi-libero (default: the host's; API key from "
-                                         "$ROBOSAFE_POLICY_API_KEY)."),
+                                         "robosuite-privileged | openpi-libero (default: the "
+                                         "host's; API key from $ROBOSAFE_POLICY_API_KEY)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),

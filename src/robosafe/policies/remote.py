@@ -186,7 +186,8 @@ def adapt_observation(observation: dict[str, Any], instruction: str | None, adap
     the observation lacks is an error naming it (never a silently empty input)."""
     spec = check_adapter(adapter)
     if spec.get("passthrough"):
-        return wire_observation(observation, instruction, privileged=privileged)
+        return wire_observation(observation, instruction,
+                                privileged=privileged or bool(spec.get("privileged")))
 
     def need(key: str) -> np.ndarray:
         if key not in observation:

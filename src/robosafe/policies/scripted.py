@@ -341,6 +341,15 @@ class ScriptedPolicy:
 
     # -- protocol ---------------------------------------------------------------------------
     def act(self, obs: dict[str, Any]) -> np.ndarray:
+        if not self.plan and self.current is None:  # first action of the episode
+            missing = sorted(f"{n}_pos" for n in self._objects() if f"{n}_pos" not in obs)
+            if missing:
+                # without object poses every atom would be skipped and the policy would hold
+                # still: a zero score that measures the wiring, not the policy
+                raise RobosafeError(
+                    f"{self.name}: the observation has no privileged object state "
+                    f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
+                    "served over ws://, run with --obs-adapter robosuite-privileged")
         self._track_moving(obs)
         while True:
             if not self.plan:
