@@ -470,41 +470,65 @@ def test_openpi_libero_adapter_maps_keys_resizes_and_names_what_is_missing():
         adapt_observation(obs, "x", "nope")
 
 
-def test_api_key_is_sent_as_openpi_does(monkeypatch):
-    """openpi-client authenticates with `Authorization: Api-Key KEY`; robosafe reads the key
-    from ROBOSAFE_POLICY_API_KEY and sends the same header (checked by a loopback server)."""
+@contextlib.contextmanager
+def _raw_server(handler):
+    """A bare websockets server on loopback running ``handler``; yields its port."""
     import asyncio
-    import threading
 
     from websockets.asyncio.server import serve
 
+    ready, box = threading.Event(), {}
+
+    async def main():
+        async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
+            box["port"] = server.sockets[0].getsockname()[1]
+            box["loop"] = asyncio.get_running_loop()
+            box["stop"] = box["loop"].create_future()
+            ready.set()
+            await box["stop"]
+
+    t = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        yield box["port"]
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set_result, None)
+        t.join(10)
+
+
+def test_api_key_is_sent_as_openpi_does(monkeypatch):
+    """openpi-client authenticates with `Authorization: Api-Key KEY`; robosafe reads the key
+    from ROBOSAFE_POLICY_API_KEY and sends the same header (checked by a loopback server)."""
     seen = {}
-    ready = threading.Event()
-    stop = {}
 
     async def handler(ws):
         seen["auth"] = ws.request.headers.get("Authorization")
         await ws.send(packb({"action_dim": 7}))
         await ws.wait_closed()
 
-    async def main():
-        async with serve(handler, "127.0.0.1", 0) as server:
-            stop["port"] = server.sockets[0].getsockname()[1]
-            stop["loop"] = asyncio.get_running_loop()
-            stop["fut"] = stop["loop"].create_future()
-            ready.set()
-            await stop["fut"]
-
-    t = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
-    t.start()
-    ready.wait(10)
     monkeypatch.setenv("ROBOSAFE_POLICY_API_KEY", "s3cret")
-    p = RemotePolicy(f"ws://127.0.0.1:{stop['port']}")
-    p.connect()
-    p.close()
-    stop["loop"].call_soon_threadsafe(stop["fut"].set_result, None)
-    t.join(10)
+    with _raw_server(handler) as port:
+        p = RemotePolicy(f"ws://127.0.0.1:{port}")
+        p.connect()
+        p.close()
     assert seen["auth"] == "Api-Key s3cret"
+
+
+def test_client_refuses_an_oversized_reply():
+    """A reply frame over the client's bound is refused with a line, not buffered."""
+
+    async def handler(ws):
+        await ws.send(packb({"action_dim": 7}))
+        async for _ in ws:
+            await ws.send(b"\x00" * (2 * 2**20))
+
+    with _raw_server(handler) as port:
+        p = RemotePolicy(f"ws://127.0.0.1:{port}", max_reply_bytes=2**20, retries=0)
+        p.reset({"action_dim": 7})
+        with pytest.raises(RobosafeError, match="closed the connection.*too big"):
+            p.act({"robot0_eef_pos": np.zeros(3)})
+        p.close()
 
 
 def test_run_against_a_server_exits_with_two_workers(tmp_path):

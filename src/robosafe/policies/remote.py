@@ -36,6 +36,10 @@ import yaml
 
 from robosafe.errors import RobosafeError
 
+#: Largest reply frame a client accepts: an action chunk is kilobytes, so a server sending more
+#: is broken or hostile, and websockets would otherwise buffer it whole before we could look.
+MAX_REPLY_BYTES = 16 * 2**20
+
 #: Environment variable holding the API key sent as ``Authorization: Api-Key <key>`` (the header
 #: openpi-client sends for authenticated policy servers).
 API_KEY_ENV = "ROBOSAFE_POLICY_API_KEY"
@@ -231,7 +235,7 @@ class RemotePolicy:
     def __init__(self, url: str, *, timeout_s: float = 30.0, connect_timeout_s: float = 5.0,
                  retries: int = 3, name: str | None = None, privileged: bool = False,
                  replan_steps: int | None = None, adapter: str = "robosuite",
-                 api_key: str | None = None):
+                 api_key: str | None = None, max_reply_bytes: int = MAX_REPLY_BYTES):
         if not url.startswith(("ws://", "wss://")):
             raise RobosafeError(f"remote policy {url!r}: the URL must start with ws:// or wss://")
         if replan_steps is not None and replan_steps < 1:
@@ -243,6 +247,7 @@ class RemotePolicy:
         self.retries = max(0, int(retries))
         self.privileged = privileged
         self.replan_steps = replan_steps
+        self.max_reply_bytes = int(max_reply_bytes)
         check_adapter(adapter)
         self.adapter = adapter
         # the key comes from the environment, never from a command line (shell history, ps)
@@ -304,7 +309,7 @@ class RemotePolicy:
                 # openpi's client settings: raw arrays do not compress, images exceed 1 MiB
                 headers = ({"Authorization": f"Api-Key {self._api_key}"}
                            if self._api_key else None)
-                ws = connect(self.url, compression=None, max_size=None,
+                ws = connect(self.url, compression=None, max_size=self.max_reply_bytes,
                              open_timeout=self.connect_timeout_s,
                              close_timeout=min(self.connect_timeout_s, 2.0),
                              additional_headers=headers, **_legacy())
