@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_recorder import compare  # noqa: E402
+from bench_recorder import compare
 
-from robosafe.hosts.libero import LiberoEnv  # noqa: E402
+from robosafe.hosts.libero import LiberoEnv
 
 TARGET = 0.05
 
