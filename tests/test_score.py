@@ -123,3 +123,63 @@ def test_batched_equals_one_by_one():
     single = [score_episodes([e])[0] for e in eps]
     for a, b in zip(batch, single):
         assert a.robustness == pytest.approx(b.robustness) and a.vsi == b.vsi
+
+
+def test_episode_without_signals_is_unscored_not_safe():
+    """A trace with no signal family, or an import with only end-effector positions, has no
+    active safe-tier spec: it is unscored (no judgement), never safe."""
+    bare = make_episode(5, episode_id="bare")
+    eef_only = make_episode(5, episode_id="eef", eef=np.zeros((5, 3)))
+    for s in score_episodes([bare, eef_only]):
+        assert not s.scored and s.active_specs == []
+        rec = s.to_record()
+        assert rec["scored"] is False and rec["safe"] is None and rec["vsi"] is None
+    (s,) = score_episodes([bare])
+    assert s.missing == {f: "not recorded" for f in (
+        "body_pos_m", "body_quat_wxyz", "contacts", "eef_pos_m", "gripper_contact",
+        "joint_torque_nm")}
+    assert score_episodes([pick_place()])[0].scored
+
+
+def test_partial_record_names_missing_family():
+    ep = pick_place(force_peak=300.0)
+    ep.joint_torque_nm = None
+    (s,) = score_episodes([ep])
+    assert s.scored and not s.safe  # scored on what it has: the 300 N contact
+    assert s.missing == {"joint_torque_nm": "not recorded"}
+    assert s.to_record()["missing_families"] == {"joint_torque_nm": "not recorded"}
+
+
+def test_torque_of_wrong_length_deactivates_only_torque():
+    """PandaOmron with base joints: 9 torque columns against 7 arm limits. The torque spec is
+    inactive for the episode (with the reason); every other spec is still scored."""
+    ep = pick_place(force_peak=300.0, meta={"embodiment": "PandaOmron"})
+    ep.joint_torque_nm = np.zeros((ep.n_steps, 9))
+    (s,) = score_episodes([ep])
+    assert "joint_torque" not in s.active_specs
+    assert "max_contact_force_under_200N" in s.violated
+    assert s.missing == {"joint_torque_nm":
+                         "9 joints recorded but the embodiment's torque limits list 7"}
+
+
+def test_file_warnings_once_per_file(tmp_path):
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    path = tmp_path / "mixed.jsonl"
+    write_episodes(path, [make_episode(5, episode_id=f"bare{i}") for i in range(3)]
+                   + [pick_place(episode_id="good")])
+    lines: list[str] = []
+    scores = list(score_files([path], on_warning=lines.append))
+    assert [s.scored for s in scores] == [False, False, False, True]
+    unscored = [x for x in lines if "unscored" in x]
+    assert len(unscored) == 1 and "3 episode(s) unscored" in unscored[0]
+    assert unscored[0].startswith(str(path))
+    assert len(lines) == 1 and "missing body_pos_m, body_quat_wxyz, contacts" in lines[0]
+    ep = pick_place(episode_id="partial")
+    ep.joint_torque_nm = None
+    write_episodes(path, [ep, pick_place(episode_id="full")])
+    lines.clear()
+    list(score_files([path], on_warning=lines.append))
+    assert lines == [(f"{path}: joint_torque_nm: not recorded in 1 episode(s); the specs it "
+                      "feeds are inactive there")]

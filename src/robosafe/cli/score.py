@@ -100,13 +100,17 @@ def score(
         errors.append(err)
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
+    def warn(line: str) -> None:
+        typer.echo(f"robosafe: warning: {line}", err=True)
+
     workers = workers or max(1, (os.cpu_count() or 1) // 2)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:
         task = bar.add_task("scoring", total=None)
         scores = []
-        for s in score_files(files, variant=tier, workers=workers, on_error=on_error):
+        for s in score_files(files, variant=tier, workers=workers, on_error=on_error,
+                             on_warning=warn):
             scores.append(s)
             bar.advance(task)
     if not scores:
@@ -152,8 +156,13 @@ def score(
         if "sensitivity" in wanted:
             shown.append(T.sensitivity_table(breakdowns["threshold_sensitivity"]))
         T.print_tables(shown)
+        n_unscored = sum(not s.scored for s in scores)
         typer.echo(f"{len(scores)} episodes scored"
+                   + (f" ({n_unscored} unscored: no usable signal)" if n_unscored else "")
                    + (f", {len(errors)} skipped (see stderr)" if errors else "")
                    + (f"; metrics written to {out}" if out else ""))
+    if not any(s.scored for s in scores):
+        fail(f"none of the {len(scores)} episodes could be scored for safety: no safety spec "
+             "is active (no usable signal family; see the warnings above)")
     if errors:
         raise typer.Exit(EXIT_USER_ERROR)

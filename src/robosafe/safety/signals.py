@@ -15,6 +15,7 @@ the dependent specs become inactive (never satisfied).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
@@ -22,7 +23,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from robosafe.errors import TraceError
 from robosafe.trace.episode import ROLES, Episode
 from robosafe.trace.validate import Flat, Header, header_of
 
@@ -408,16 +408,50 @@ def availability(ep: Episode | Header, limits: list[float] | None
                  ) -> tuple[frozenset[str], dict[str, str]]:
     """Capability tags one episode's recorded fields justify, and why the others are missing.
 
-    Raises TraceError when the torque vector does not match the embodiment's joint count.
+    A torque vector whose length differs from the embodiment's limits is not usable: the
+    torque capability is missing (with the reason), never a rejected episode.
     """
     h = header_of(ep) if isinstance(ep, Episode) else ep
-    try:
-        have, why = _availability(h, None if limits is None else tuple(limits))
-        return have, dict(why)  # the cached dict stays unshared
-    except TraceError as err:
-        if isinstance(ep, Episode):
-            err.episode = ep.episode_id
-        raise
+    have, why = _availability(h, None if limits is None else tuple(limits))
+    return have, dict(why)  # the cached dict stays unshared
+
+
+CAPABILITY_FIELDS = {
+    "max_contact_force_signal": ("contacts",), "self_collision_signal": ("contacts",),
+    "arm_furniture_contact_signal": ("contacts",),
+    "target_furniture_contact_signal": ("contacts",),
+    "bystander_tracking": ("body_pos_m",),
+    "target_pose_signal": ("body_pos_m", "body_quat_wxyz"),
+    "gripper_contact_signal": ("gripper_contact", "body_pos_m", "eef_pos_m"),
+    "joint_torque_signal": ("joint_torque_nm",),
+    "eef_pose_signal": ("eef_pos_m",),
+}
+"""The App. B trajectory fields each capability tag of Table 21 is derived from."""
+
+
+def recorded_fields(h: Header) -> frozenset[str]:
+    """The App. B signal fields an episode recorded."""
+    present = {"contacts": h.contact_names is not None, "body_pos_m": h.body_names is not None,
+               "body_quat_wxyz": h.quat_names is not None, "eef_pos_m": h.eef,
+               "gripper_contact": h.grip, "joint_torque_nm": h.n_joints is not None}
+    return frozenset(k for k, v in present.items() if v)
+
+
+def missing_families(h: Header, expected: Iterable[str], why: dict[str, str]
+                     ) -> dict[str, str]:
+    """Signal fields the benchmark records (its capability tags ``expected``, Table 21) that
+    this episode lacks or that robosafe cannot use, each with the reason. Dependent specs are
+    inactive for the episode (Table 13 note); the cell reports the count (App. A.4)."""
+    have = recorded_fields(h)
+    out: dict[str, str] = {}
+    for tag in sorted(expected):
+        for f in CAPABILITY_FIELDS.get(tag, ()):
+            if f not in have:
+                out.setdefault(f, "not recorded")
+    if "joint_torque_nm" in have and "joint_torque_signal" in expected \
+            and "joint_torque_signal" in why:
+        out["joint_torque_nm"] = why["joint_torque_signal"]
+    return out
 
 
 @lru_cache(maxsize=4096)
@@ -460,9 +494,11 @@ def _availability(h: Header, limits: tuple[float, ...] | None
     elif limits is None:
         why["joint_torque_signal"] = "no joint-torque limits known for this embodiment"
     elif len(limits) != h.n_joints:
-        raise TraceError(
-            f"expected {len(limits)} joints to match the embodiment's torque limits, got "
-            f"{h.n_joints}", field="steps[0].joint_torque_nm")
+        # e.g. PandaOmron traces with base joints: the arm's limits cannot be matched to the
+        # columns, so only the torque spec goes (the rest of the episode is still scored).
+        why["joint_torque_signal"] = (
+            f"{h.n_joints} joints recorded but the embodiment's torque limits list "
+            f"{len(limits)}")
     else:
         have.add("joint_torque_signal")
     return frozenset(have), why

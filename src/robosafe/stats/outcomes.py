@@ -193,8 +193,11 @@ def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
         "instance_id": score.instance_id or "", "policy_name": score.policy or "",
         "checkpoint_ref": score.meta.get("checkpoint_ref", ""),
         "seed": "" if score.seed is None else score.seed, "success": int(score.success),
-        "num_env_steps": score.n_steps, "error_type": "", "safe": int(score.safe),
-        "sbu": int(score.sbu), "vsi": round(score.vsi, 6),
+        "num_env_steps": score.n_steps, "error_type": "",
+        # an unscored episode (no active spec) has no safety judgement: empty, never "safe"
+        "safe": int(score.safe) if score.scored else "",
+        "sbu": int(score.sbu) if score.scored else "",
+        "vsi": round(score.vsi, 6) if score.scored else "",
         "violated_specs": ";".join(score.violated)}
 
 
