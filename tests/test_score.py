@@ -183,3 +183,19 @@ def test_file_warnings_once_per_file(tmp_path):
     list(score_files([path], on_warning=lines.append))
     assert lines == [(f"{path}: joint_torque_nm: not recorded in 1 episode(s); the specs it "
                       "feeds are inactive there")]
+
+
+def test_torque_of_wrong_length_in_a_parquet_batch(tmp_path):
+    """The columnar path: a 9-joint episode next to a 7-joint one in one Parquet chunk."""
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    wide = pick_place(episode_id="wide", torque_peak=0.0)
+    wide.joint_torque_nm = np.full((wide.n_steps, 9), 200.0)
+    path = tmp_path / "mixed.parquet"
+    write_episodes(path, [wide, pick_place(episode_id="arm", torque_peak=500.0)])
+    lines: list[str] = []
+    a, b = score_files([path], on_warning=lines.append)
+    assert "joint_torque" not in a.active_specs and a.safe
+    assert "joint_torque" in b.violated
+    assert len(lines) == 1 and "joint_torque_nm: 9 joints recorded" in lines[0]
