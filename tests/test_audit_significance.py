@@ -115,3 +115,27 @@ def test_unpaired_rows_are_an_error(tmp_path):
     proc = run("audit", "paired", str(a), str(b))
     assert proc.returncode == 2
     assert "a.csv:7: unpaired row" in proc.stderr and "instance_id='i2'" in proc.stderr
+
+
+def test_reported_gain_rounded_to_zero_is_not_significant():
+    """C.7 + C.5: 0.7005 vs 0.700 over N = 500 both round to 350 (L = 0); the paper reports a
+    gain, and L <= c_alpha sqrt(Q_lo(0)) = 0, so no compatible table rejects: "not
+    significant" (as the audit's reference labels it). A reported drop stays "no improvement"."""
+    from robosafe.audit.significance import classify_claim
+
+    row = {"benchmark": "b", "tasks": "10", "samples": "50", "previous": "0.700"}
+    r = classify_claim({**row, "new": "0.7005"}, "x:2")
+    assert (r.previous_count, r.new_count, r.gap_count) == (350, 350, 0)
+    assert r.label == "provably_not_significant"
+    assert classify_claim({**row, "new": "0.700"}, "x:3").label == "no_improvement"
+    assert classify_claim({**row, "new": "0.69"}, "x:4").label == "no_improvement"
+
+
+def test_stats_compare_equal_counts_json():
+    """B = A has no gap: the JSON says so with null envelopes (was a NaN traceback)."""
+    proc = run("stats", "compare", "--tasks", "10", "--samples", "50", "--baseline", "450",
+               "--new", "450", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["label"] == "no_improvement" and data["gap_count"] == 0
+    assert data["q_lo"] is None and data["q_hi"] is None

@@ -80,7 +80,9 @@ def _design(tasks: int, samples: int, max_score: int, alpha: float) -> None:
 
 
 def _inf(x: float) -> float | None:
-    return None if math.isinf(x) else x
+    """JSON has no inf or NaN: a cutoff that does not exist, or an envelope that is not
+    defined (no positive gap), is null."""
+    return None if not math.isfinite(x) else x
 
 
 @stats_app.command("cutoffs")
@@ -133,7 +135,8 @@ def compare(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
         check_count(k, max_score * tasks * samples, what)
     c = classify_gain(baseline, new, tasks, samples, max_score, alpha, paired=not independent)
     out = {"label": c.label, "a": c.a, "b": c.b, "gap_count": c.gap_count,
-           "q_lo": c.q_lo, "q_hi": c.q_hi, "c_alpha": c.c_alpha, "sharp": c.sharp}
+           "q_lo": _inf(c.q_lo), "q_hi": _inf(c.q_hi), "c_alpha": c.c_alpha,
+           "sharp": c.sharp}
     if as_json:
         emit_json(out, None, True)
     else:
