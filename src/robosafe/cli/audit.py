@@ -10,6 +10,7 @@ from rich.table import Table
 from robosafe.audit.diff import trace_diff
 from robosafe.audit.drift import creeping_drift
 from robosafe.audit.significance import (
+    CONVENTIONS,
     LABELS,
     classify_claims,
     paired_outcome_test,
@@ -91,6 +92,11 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
                                                         "max_score, design, unit, alpha]."),
                  figure: str = typer.Option(None, "--figure",
                                             help="Write Figure 3 (one pie per benchmark)."),
+                 convention: str = typer.Option(
+                     "app-c", "--convention",
+                     help="app-c: App. C (C.7 rounding, C.5 classes; default). paper-figure: "
+                          "the simpler rule the published Figure 3 used (raw gain vs the "
+                          "cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 S=24)."),
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is each claimed gain significant from its published scores alone? (Sec. 4, App. C)
 
@@ -104,7 +110,10 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
         errors.append(str(err))
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
-    results = classify_claims(claims, on_error=on_error)
+    if convention not in CONVENTIONS:
+        raise RobosafeError(f"--convention: unknown {convention!r}; choose from "
+                            f"{', '.join(CONVENTIONS)}")
+    results = classify_claims(claims, on_error=on_error, convention=convention)
     counts = summary(results)
     if figure and results:
         try:
@@ -112,10 +121,12 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
         except (OSError, ValueError) as err:
             raise RobosafeError(f"{figure}: cannot write figure: {err}") from None
     if as_json:
-        emit_json({"claims": [r.to_dict() for r in results], "summary": counts,
-                   "errors": errors}, None, True)
+        emit_json({"convention": convention, "claims": [r.to_dict() for r in results],
+                   "summary": counts, "errors": errors}, None, True)
     else:
-        t = Table(title=f"Claimed gains in {claims} (App. C.5)", title_justify="left",
+        t = Table(title=f"Claimed gains in {claims} ("
+                  + ("App. C.5" if convention == "app-c" else "Figure 3 convention") + ")",
+                  title_justify="left",
                   header_style="bold")
         for c in ("row", "benchmark", "T x S (R)", "design", "previous", "new", "A -> B",
                   "delta_exists", "delta_forall", "class"):
