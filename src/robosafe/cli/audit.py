@@ -31,7 +31,8 @@ def drift(calibration: Path = typer.Argument(..., help="Outcome CSV of the calib
           altered: Path = typer.Argument(..., help="Outcome CSV of the altered run."),
           paired: bool = typer.Option(None, "--paired/--unpaired",
                                       help="Force the paired (shared instances) or unpaired "
-                                           "interval; default follows the outcome column."),
+                                           "interval; default: paired when both runs hold "
+                                           "the same instances once each."),
           confidence: float = typer.Option(0.95, help="Confidence level."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Creeping overfitting: drop = calibration - altered with a 95% interval (Sec. 5, A.2)."""
@@ -48,6 +49,33 @@ def drift(calibration: Path = typer.Argument(..., help="Outcome CSV of the calib
                   f"{r.drop:+.4f}", f"[{r.ci.low:+.4f}, {r.ci.high:+.4f}]",
                   f"{r.n_calibration}/{r.n_altered}/{r.n_pairs if r.n_pairs is not None else '-'}")
     print_tables([t])
+    typer.echo(report.design_note)
+
+
+@audit_app.command("disagreement")
+@user_errors
+def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs of K >= 2 "
+                                                       "repeated runs of one policy."),
+                     confidence: float = typer.Option(0.95, help="Confidence level."),
+                     bootstrap: int = typer.Option(10_000, "--bootstrap", min=1,
+                                                   help="Bootstrap resamples of instances."),
+                     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Determinism statistic D of App. B: mean pairwise outcome disagreement between repeated
+    runs over their shared instances, with an instance-bootstrap interval."""
+    from robosafe.audit.disagreement import disagreement
+
+    r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
+    if as_json:
+        emit_json(r.to_dict(), None, True)
+        return
+    typer.echo(f"D = {r.d:.4f}  {100 * confidence:g}% CI [{r.ci.low:.4f}, {r.ci.high:.4f}] "
+               f"over {r.n_shared} shared instances of {len(r.sources)} runs")
+    for (j, k, v) in r.pairwise:
+        typer.echo(f"  {r.sources[j]} vs {r.sources[k]}: {v:.4f}")
+    if any(r.n_excluded):
+        typer.echo("instances not in every run, left out: " + ", ".join(
+            f"{s}: {n}" for s, n in zip(r.sources, r.n_excluded)))
 
 
 @audit_app.command("diff")
