@@ -7,19 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from robosafe.audit.diff import trace_diff
-from robosafe.audit.drift import creeping_drift
-from robosafe.audit.significance import (
-    CONVENTIONS,
-    LABELS,
-    classify_claims,
-    paired_outcome_test,
-    summary,
-)
 from robosafe.cli import app, emit_json, user_errors
 from robosafe.errors import RobosafeError
-from robosafe.report.figures import significance_pies
 from robosafe.report.tables import print_tables
+
+# The audit modules (numpy, scipy, matplotlib) are imported by the command that runs.
 
 audit_app = typer.Typer(no_args_is_help=True, help="Benchmark-audit diagnostics.")
 app.add_typer(audit_app, name="audit")
@@ -36,6 +28,8 @@ def drift(calibration: Path = typer.Argument(..., help="Outcome CSV of the calib
           confidence: float = typer.Option(0.95, help="Confidence level."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Creeping overfitting: drop = calibration - altered with a 95% interval (Sec. 5, A.2)."""
+    from robosafe.audit.drift import creeping_drift
+
     report = creeping_drift(calibration, altered, paired=paired, confidence=confidence)
     if as_json:
         emit_json(report.to_dict(), None, True)
@@ -89,6 +83,8 @@ def diff(trace_a: Path = typer.Argument(..., help="First trace (.npz, arrays per
 
     Exit status 1 when the traces differ bitwise, 0 when identical.
     """
+    from robosafe.audit.diff import trace_diff
+
     result = trace_diff(trace_a, trace_b, atol=atol)
     if as_json:
         emit_json(result.to_dict(), None, True)
@@ -132,6 +128,8 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
     percentages unless a `unit` column says otherwise. Bad rows are reported one line each
     and skipped (exit 2); the others are still classified.
     """
+    from robosafe.audit.significance import CONVENTIONS, LABELS, classify_claims, summary
+
     errors: list[str] = []
 
     def on_error(err: Exception) -> None:
@@ -145,6 +143,8 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
     counts = summary(results)
     if figure and results:
         try:
+            from robosafe.report.figures import significance_pies
+
             significance_pies(counts, figure)
         except (OSError, ValueError) as err:
             raise RobosafeError(f"{figure}: cannot write figure: {err}") from None
@@ -187,6 +187,8 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
            alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Exact paired task-stratified Wald test of B over A on shared instances (App. C.1)."""
+    from robosafe.audit.significance import paired_outcome_test
+
     r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
     if as_json:
         emit_json(r.to_dict(), None, True)

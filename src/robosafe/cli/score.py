@@ -14,10 +14,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.errors import RobosafeError, TraceError
 from robosafe.report import tables as T
-from robosafe.safety.registry import load_registry
-from robosafe.safety.score import score_files
-from robosafe.stats import aggregate as agg
-from robosafe.stats.outcomes import write_outcomes
+from robosafe.safety.registry import load_registry, variant_names
+
+# Scoring (numba, pyarrow) and aggregation are imported when `score` runs, not at start-up.
 
 TABLES = ("main", "specs", "sbu", "tasks", "sensitivity")
 
@@ -58,7 +57,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
     tier: str = typer.Option("default", "--tier",
                              help="Threshold variant of Table 9: "
-                                  f"{', '.join(load_registry().variants)}."),
+                                  f"{', '.join(variant_names())}."),
     group_by: str = typer.Option("benchmark,policy", "--group-by",
                                  help="Cell fields, comma-separated: benchmark, policy, task_id."),
     table: list[str] = typer.Option(["main", "specs", "sbu"], "--table",
@@ -80,6 +79,10 @@ def score(
     Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
     the exit status is 2 if anything was skipped.
     """
+    from robosafe.safety.score import score_files
+    from robosafe.stats import aggregate as agg
+    from robosafe.stats.outcomes import write_outcomes
+
     reg = load_registry()
     if tier not in reg.variants:
         fail(f"--tier: unknown variant {tier!r}; choose from {', '.join(reg.variants)}")

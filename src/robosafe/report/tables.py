@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.safety.registry import Registry
+if TYPE_CHECKING:
+    from robosafe.safety.registry import Registry
 
 
 def pct(value: float | None, digits: int = 1) -> str:
