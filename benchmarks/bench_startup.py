@@ -22,13 +22,12 @@ import subprocess
 import sys
 import time
 
+MINIMAL_TYPER = ("import typer\napp = typer.Typer()\n@app.command()\ndef a(k: int): pass\n"
+                 "@app.command()\ndef b(): pass\napp(['--help'])")
 COMMANDS = {
     "python -c pass": ["-c", "pass"],
     "python -c 'import typer'": ["-c", "import typer"],
-    "minimal typer app (2 commands), --help": ["-c", "import typer\napp = typer.Typer()\n"
-                                               "@app.command()\ndef a(k: int): pass\n"
-                                               "@app.command()\ndef b(): pass\n"
-                                               "app(['--help'])"],
+    "minimal typer app (2 commands), --help": ["-c", MINIMAL_TYPER],
     "robosafe --help": ["-m", "robosafe", "--help"],
     "robosafe stats wilson 167 200": ["-m", "robosafe", "stats", "wilson", "167", "200"],
     "robosafe stats newcombe 167 200 150 200": ["-m", "robosafe", "stats", "newcombe", "167",
