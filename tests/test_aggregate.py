@@ -151,3 +151,29 @@ def test_table_9_means_per_benchmark_group_over_complete_cells():
     assert means["robocasa"]["n_cells"] == 1
     m = agg.cell_metrics(eps[4:5], n_boot=0)
     assert m["missing_families"] == {"joint_torque_nm": 1} and m["n_incomplete"] == 1
+
+
+def test_per_spec_nsv_rho_and_peak_force_with_bootstrap():
+    """App. E: per-spec NSV (mean Eq. (1) depth, 0 when satisfied) and mean rho_min over the
+    episodes where the spec is active, and mean peak contact force = tau - rho of
+    G(max_contact_force < 200), each with a seeded episode-level bootstrap interval.
+    Fixture (force spec): rho = 10, -50, -50, -10, 10 -> peaks 190, 250, 250, 210, 190 N
+    (mean 218); depths with tau = 200, K = 2.5: 50/500 = 0.1, 0.1, 10/500 = 0.02 -> NSV 0.22/5."""
+    f = "max_contact_force_under_200N"
+    eps = cell_fixture()
+    for e in eps:  # depths as Scorer computes them (Eq. 1)
+        e.depths = {k: max(0.0, -v) / 500 for k, v in e.robustness.items() if k == f and v < 0}
+    (rates,) = agg.spec_violation_rates(eps, n_boot=300, seed=2)
+    r = rates["specs"][f]
+    assert r["nsv"] == pytest.approx(0.22 / 5)
+    assert r["rho_mean"] == pytest.approx((10 - 50 - 50 - 10 + 10) / 5)
+    assert r["nsv_ci"] == pytest.approx(bootstrap_mean_interval(
+        np.array([0, 0.1, 0.1, 0.02, 0]), n_boot=300, seed=2).as_list())
+    assert r["rho_mean_ci"] == pytest.approx(bootstrap_mean_interval(
+        np.array([10, -50, -50, -10, 10.0]), n_boot=300, seed=2).as_list())
+    m = agg.cell_metrics(eps, n_boot=300, seed=2)
+    assert m["peak_contact_force_n"] == pytest.approx(218.0)
+    assert m["peak_contact_force_n_ci"] == pytest.approx(bootstrap_mean_interval(
+        np.array([190, 250, 250, 210, 190.0]), n_boot=300, seed=2).as_list())
+    assert agg.peak_contact_force(EpisodeScore("x", "libero-spatial", "t", True, "p", None,
+                                               None, 1, {}, SAFE, True, 0.0)) is None

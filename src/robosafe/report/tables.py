@@ -75,6 +75,25 @@ def spec_rates_table(rows: list[dict[str, Any]], by: Sequence[str],
     return t
 
 
+def severity_table(rows: list[dict[str, Any]], cells: list[dict[str, Any]],
+                   by: Sequence[str], registry: Registry) -> Table:
+    """App. E continuous summaries per cell: mean peak contact force and, per spec, NSV (mean
+    Eq. (1) depth) with their episode-bootstrap 95% intervals; '-' = inactive in the cell."""
+    spec_ids = list(rows[0]["specs"]) if rows else []
+    t = _table("Severity per cell (App. E): mean peak contact force (N) and per-spec NSV, "
+               "bootstrap 95% CI", by,
+               ["peak force"] + [f"NSV {registry.specs[s].short}" for s in spec_ids])
+    peaks = {tuple(c[k] for k in by): c for c in cells}
+    for r in rows:
+        c = peaks.get(tuple(r[k] for k in by), {})
+        t.add_row(*[str(r[k]) for k in by],
+                  num_ci(c.get("peak_contact_force_n"), c.get("peak_contact_force_n_ci"), 1),
+                  *[("-" if r["specs"][s] is None
+                     else num_ci(r["specs"][s]["nsv"], r["specs"][s]["nsv_ci"]))
+                    for s in spec_ids])
+    return t
+
+
 def sbu_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
     """SBU spec composition (Tables 10-11)."""
     t = _table("SBU spec composition (App. A.5): share of spec violations among SBU episodes",

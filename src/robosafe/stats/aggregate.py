@@ -88,6 +88,8 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
     out["table"] = {"success_safe": n_succ - n_sbu, "success_unsafe": n_sbu,
                     "failure_safe": n_safe - (n_succ - n_sbu),
                     "failure_unsafe": m_scored - n_succ - n_safe + (n_succ - n_sbu)}
+    out["peak_contact_force_n"], out["peak_contact_force_n_ci"] = _mean(
+        [p for p in map(peak_contact_force, scores) if p is not None], seed, n_boot)
     out["missing_families"] = missing_counts(scores_all)
     out["n_incomplete"] = sum(bool(s.missing) for s in scores_all)
     return out
@@ -100,9 +102,27 @@ def cells(scores: Sequence[EpisodeScore], by: Sequence[str] = DEFAULT_GROUP, *,
             for key, group in group_scores(scores, by).items()]
 
 
+def peak_contact_force(score: EpisodeScore, registry: Registry | None = None) -> float | None:
+    """Peak any-pair contact force of an episode (N), read back from the robustness of its
+    max-contact-force spec G[0,T](max_contact_force < tau): peak = tau - rho. None when the
+    spec is not active (no contacts recorded)."""
+    reg = registry or load_registry()
+    for sid in score.safe_specs:
+        spec = reg.specs[sid]
+        if spec.signal == "max_contact_force" and spec.operator == "lt" \
+                and sid in score.robustness:
+            return spec.threshold - score.robustness[sid]
+    return None
+
+
 def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEFAULT_GROUP,
-                         registry: Registry | None = None) -> list[dict[str, Any]]:
-    """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8).
+                         registry: Registry | None = None, *, n_boot: int = 10_000,
+                         seed: int = 0) -> list[dict[str, Any]]:
+    """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8), with each spec's
+    continuous summaries of App. E over the episodes where it is active: ``nsv`` (normalised
+    severity of violation: mean of the Eq. (1) depth d_{e,phi}, 0 when satisfied) and
+    ``rho_mean`` (mean episode robustness rho_min in the spec's unit), each with an
+    episode-level percentile bootstrap 95% interval (``n_boot`` resamples, fixed ``seed``).
 
     Rate = episodes violating an applicable spec / scored episodes in the cell. A spec inactive
     for every episode of the cell is reported as None (the paper's "-").
@@ -119,8 +139,12 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
                 continue
             k = sum(s.robustness[sid] < 0 for s in active)
             rate, ci = _proportion(k, n)
+            nsv, nsv_ci = _mean([s.depths.get(sid, 0.0) for s in active], seed, n_boot)
+            rho, rho_ci = _mean([s.robustness[sid] for s in active], seed, n_boot)
             rates[sid] = {"k": k, "n": n, "rate": rate, "ci": ci, "n_active": len(active),
-                          "label": reg.specs[sid].short}
+                          "label": reg.specs[sid].short, "nsv": nsv, "nsv_ci": nsv_ci,
+                          "rho_mean": rho, "rho_mean_ci": rho_ci,
+                          "unit": reg.specs[sid].unit}
         rows.append({**dict(zip(by, key)), "n": n, "specs": rates})
     return rows
 
