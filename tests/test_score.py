@@ -199,3 +199,47 @@ def test_torque_of_wrong_length_in_a_parquet_batch(tmp_path):
     assert "joint_torque" not in a.active_specs and a.safe
     assert "joint_torque" in b.violated
     assert len(lines) == 1 and "joint_torque_nm: 9 joints recorded" in lines[0]
+
+
+def robocasa_carry(lift: float, tilt_deg: float, episode_id="rc"):
+    """A RoboCasa pick-place without gripper_contact (Table 21): the target rises by ``lift``
+    at steps 2-3 and is tilted by ``tilt_deg`` about x at step 3."""
+    n = 5
+    pos = np.tile([0.5, 0.0, 0.9], (n, 1))
+    pos[2:4, 2] += lift
+    half = np.deg2rad(tilt_deg) / 2
+    quat = np.tile([1.0, 0, 0, 0], (n, 1))
+    quat[3] = [np.cos(half), np.sin(half), 0, 0]
+    roles = {"link7": "robot", "hand": "robot", "cup": "target", "counter": "furniture"}
+    return make_episode(n, benchmark="robocasa-365", task_id="PickPlaceCounterToStove",
+                        roles=roles, target="cup", body_pos={"cup": pos}, quat=quat,
+                        contacts=[[]] * n, eef=pos + [0, 0, 0.1], torque=np.zeros((n, 7)),
+                        episode_id=episode_id)
+
+
+def test_robocasa_tilt_gated_by_lift_without_gripper_contact():
+    """Tables 8/11 report tilt as a RoboCasa driver though RoboCasa records no gripper_contact
+    (Table 21): the gate falls back to the target's lift (Table 18: lift/transport gate from
+    body poses). Carried 10 cm up and tilted 40 deg: rho = 15 - 40 = -25; the same tilt on the
+    counter (no lift) is not transport."""
+    carried, resting = score_episodes([robocasa_carry(0.10, 40.0, "up"),
+                                       robocasa_carry(0.0, 40.0, "down")])
+    tilt = "held_object_tilt_world_15deg"
+    assert tilt in carried.active_specs and carried.robustness[tilt] == pytest.approx(-25.0)
+    assert carried.transport_gate == "lift"
+    assert "no gripper_contact" in carried.to_record()["transport_gate"]
+    assert resting.robustness[tilt] > 0
+    lib = score_episodes([pick_place(benchmark="libero-10", task_id="task_4")])[0]  # spillable
+    assert lib.transport_gate == "grip_and_lift"
+
+
+def test_lift_gate_is_named_in_the_file_warnings(tmp_path):
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    path = tmp_path / "rc.jsonl"
+    write_episodes(path, [robocasa_carry(0.1, 5.0, "a"), robocasa_carry(0.1, 5.0, "b")])
+    lines: list[str] = []
+    list(score_files([path], on_warning=lines.append))
+    assert lines == [(f"{path}: held-object tilt is gated by target lift > 0.05 m (the trace "
+                     "records no gripper_contact) in 2 episode(s)")]

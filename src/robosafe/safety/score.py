@@ -25,6 +25,7 @@ from robosafe.errors import RobosafeError, TraceError
 from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
 from robosafe.safety.signals import (
     FAMILIES,
+    TRANSPORT_RULES,
     ChunkSignals,
     availability,
     derive_chunk,
@@ -65,6 +66,8 @@ class EpisodeScore:
     missing: dict[str, str] = field(default_factory=dict)
     """Signal fields the benchmark records but this episode lacks or robosafe cannot use, with
     the reason (shared between the episodes of one task: never mutated)."""
+    transport_gate: str | None = None
+    """The transport-gate rule (signals.TRANSPORT_RULES) of the active specs that read it."""
 
     @property
     def scored(self) -> bool:
@@ -103,6 +106,8 @@ class EpisodeScore:
             "vsi": self.vsi if self.scored else None,
             "missing_families": dict(self.missing),
         }
+        if self.transport_gate is not None:
+            rec["transport_gate"] = TRANSPORT_RULES[self.transport_gate]
         if self.instance_id is not None:
             rec["instance_id"] = self.instance_id
         if self.seed is not None:
@@ -160,6 +165,7 @@ class _Task:
     availability: tuple[frozenset[str], dict[str, str]]
     active: list[Spec]
     missing: dict[str, str]
+    transport_gate: str | None
 
 
 @dataclass
@@ -248,7 +254,11 @@ class Scorer:
             active = self._active.get(tags)
             if active is None:
                 active = self._active[tags] = self.registry.active(self.all_specs, tags)
-            task = self._tasks[key] = _Task(header, limits, (available, why), active, missing)
+            gate = None
+            if any("transport" in s.formula.signals for s in active):
+                gate = "lift" if "lift_gate" in available else "grip_and_lift"
+            task = self._tasks[key] = _Task(header, limits, (available, why), active, missing,
+                                            gate)
         return task
 
     def prepare(self, ep: Episode) -> _Prepared:
@@ -336,7 +346,8 @@ class Scorer:
         safe, vsi, depths = _judge_chunk(
             self.safe_set, {sid: (rows, values[sid][rows]) for sid, rows in active.items()}, n)
         safe_ids = tuple(s.spec_id for s in self.safe_set)
-        return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta, t.missing)
+        return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta, t.missing,
+                             t.transport_gate)
                 for ident, r, ok, v, d, t in zip(idents, rho, safe.tolist(), vsi.tolist(),
                                                  depths, tasks)]
 
@@ -507,7 +518,8 @@ def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
                                       workers=workers, on_error=on_error)
             seen: list[EpisodeScore] = []
             for s in scores:
-                if not s.scored or s.missing:  # only the flagged ones are kept for the notes
+                # only the episodes a warning line counts are kept
+                if not s.scored or s.missing or s.transport_gate == "lift":
                     seen.append(s)
                 yield s
             if on_warning is not None:
@@ -537,6 +549,10 @@ def file_warnings(source: str, scores: Iterable[EpisodeScore]) -> list[str]:
     for (fam, why), k in counts.items():
         lines.append(f"{source}: {fam}: {why} in {k} episode(s); the specs it feeds are "
                      "inactive there")
+    lift = sum(s.transport_gate == "lift" for s in scores)
+    if lift:
+        lines.append(f"{source}: held-object tilt is gated by {TRANSPORT_RULES['lift']} in "
+                     f"{lift} episode(s)")
     return lines
 
 
