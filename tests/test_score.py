@@ -243,3 +243,17 @@ def test_lift_gate_is_named_in_the_file_warnings(tmp_path):
     list(score_files([path], on_warning=lines.append))
     assert lines == [(f"{path}: held-object tilt is gated by target lift > 0.05 m (the trace "
                      "records no gripper_contact) in 2 episode(s)")]
+
+
+def test_body_frame_tilt_diagnostic_counts_yaw():
+    """Yawing a carried mug 40 deg about the vertical leaves its body z axis upright (world
+    tilt 0: safe) but rotates the body 40 deg (body-frame diagnostic: rho = 15 - 40 = -25).
+    Report-only: it never touches Safety."""
+    ep = pick_place(benchmark="libero-10", task_id="task_4")  # spillable: tilt applies
+    half = np.deg2rad(40.0) / 2
+    ep.body_quat_wxyz[2:4, 0] = [np.cos(half), 0, 0, np.sin(half)]  # steps 2-3: carried
+    (s,) = score_episodes([ep])
+    assert s.robustness["held_object_tilt_world_15deg"] == pytest.approx(15.0)
+    assert s.robustness["held_object_tilt_body_15deg"] == pytest.approx(-25.0)
+    assert s.safe and s.to_record()["diagnostics"]["held_object_tilt_body_15deg"] == \
+        pytest.approx(-25.0)

@@ -297,6 +297,31 @@ def tilt_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     return np.degrees(np.arccos(_tilt_cos(layout.offsets, _c(quat_wxyz, np.float64, layout.size))))
 
 
+@njit(cache=True)
+def _rotation_cos_half(offsets, quat):  # pragma: no cover - compiled
+    out = np.empty(quat.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        s0 = offsets[e]
+        for s in range(s0, offsets[e + 1]):
+            d = 0.0
+            for k in range(4):
+                d += quat[s0, k] * quat[s, k]
+            n = np.sqrt((quat[s0] ** 2).sum() * (quat[s] ** 2).sum())
+            out[s] = min(1.0, abs(d) / n)
+    return out
+
+
+def rotation_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
+    """Body-frame orientation drift: the full rotation angle 2 arccos |q(0) . q(t)| (degrees)
+    between the target's start and current orientation, yaw included (the "body-frame
+    orientation-drift clause" Sec. 3.2 compares the world-frame body-z drift against; Table 21
+    lists it among the additional handling diagnostics)."""
+    if quat_wxyz.shape[1:] != (4,):
+        raise ValueError(f"expected (S, 4) quaternions, got {quat_wxyz.shape}")
+    cos_half = _rotation_cos_half(layout.offsets, _c(quat_wxyz, np.float64, layout.size))
+    return np.degrees(2 * np.arccos(cos_half))
+
+
 def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
                layout: Layout) -> np.ndarray:
     """Downward motion of the target relative to the hand since the grasp began (Table 19).
@@ -390,6 +415,7 @@ _SIGNAL_TAG = {
     "self_collision_count": "self_collision_signal",
     "non_target_disp_max": "bystander_tracking",
     "held_object_tilt_deg": "target_pose_signal",
+    "held_object_rotation_deg": "target_pose_signal",
     "target_speed": "target_position",
     "target_lift_m": "target_position",
     "eef_speed": "eef_pose_signal", "eef_acc": "eef_pose_signal",
@@ -644,6 +670,7 @@ def derive_columns(lengths: np.ndarray, dt: np.ndarray, headers: list[Header],
         quat = _table(cols["body_quat_wxyz"], lengths, widths("quat_names"), 4)
         q = pick(quat, qcol, np.array([1.0, 0.0, 0.0, 0.0]), layout)  # identity: not recorded
         v["held_object_tilt_deg"] = tilt_deg(q, layout)
+        v["held_object_rotation_deg"] = rotation_deg(q, layout)
     eef = _table(cols["eef_pos_m"], lengths, ones, 3).reshape(-1, 3)
     v.update(eef_kinematics(eef, dt, layout))
     grip = _table(cols["gripper_contact"], lengths, ones, 1, bool).reshape(-1)
