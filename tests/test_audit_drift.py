@@ -65,9 +65,11 @@ def test_table_5_row_from_csv(tmp_path):
 
 
 def test_per_suite_and_pooled_overall():
+    # the altered run is a fresh sample (new instances, Table 7): Newcombe
     cal = rows("a", counts(8, 10)) + rows("b", counts(3, 20), start=10)
-    alt = rows("a", counts(5, 10)) + rows("b", counts(4, 20), start=10)
+    alt = rows("a", counts(5, 10), start=100) + rows("b", counts(4, 20), start=110)
     rep = creeping_drift(cal, alt)
+    assert rep.design_note.startswith("unpaired: the runs share 0 of 30 / 30 instances")
     assert [r.scope for r in rep.suites] == ["a", "b"]
     a, b = rep.suite("a"), rep.suite("b")
     assert a.drop == pytest.approx(0.3) and b.drop == pytest.approx(-0.05)
@@ -135,7 +137,7 @@ def test_success_text_forms_and_in_memory_rows():
 
 
 def test_confidence_is_passed_through():
-    cal, alt = rows("s", counts(30, 50)), rows("s", counts(20, 50))
+    cal, alt = rows("s", counts(30, 50)), rows("s", counts(20, 50), start=50)
     r = creeping_drift(cal, alt, confidence=0.9).overall
     assert r.ci == newcombe_interval(30, 50, 20, 50, confidence=0.9)
     assert r.confidence == 0.9

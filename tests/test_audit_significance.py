@@ -115,3 +115,74 @@ def test_unpaired_rows_are_an_error(tmp_path):
     proc = run("audit", "paired", str(a), str(b))
     assert proc.returncode == 2
     assert "a.csv:7: unpaired row" in proc.stderr and "instance_id='i2'" in proc.stderr
+
+
+def test_reported_gain_rounded_to_zero_is_not_significant():
+    """C.7 + C.5: 0.7005 vs 0.700 over N = 500 both round to 350 (L = 0); the paper reports a
+    gain, and L <= c_alpha sqrt(Q_lo(0)) = 0, so no compatible table rejects: "not
+    significant" (as the audit's reference labels it). A reported drop stays "no improvement"."""
+    from robosafe.audit.significance import classify_claim
+
+    row = {"benchmark": "b", "tasks": "10", "samples": "50", "previous": "0.700"}
+    r = classify_claim({**row, "new": "0.7005"}, "x:2")
+    assert (r.previous_count, r.new_count, r.gap_count) == (350, 350, 0)
+    assert r.label == "provably_not_significant"
+    assert classify_claim({**row, "new": "0.700"}, "x:3").label == "no_improvement"
+    assert classify_claim({**row, "new": "0.69"}, "x:4").label == "no_improvement"
+
+
+def test_stats_compare_equal_counts_json():
+    """B = A has no gap: the JSON says so with null envelopes (was a NaN traceback)."""
+    proc = run("stats", "compare", "--tasks", "10", "--samples", "50", "--baseline", "450",
+               "--new", "450", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["label"] == "no_improvement" and data["gap_count"] == 0
+    assert data["q_lo"] is None and data["q_hi"] is None
+
+
+def _claims_csv(tmp_path, rows):
+    p = tmp_path / "claims.csv"
+    p.write_text("benchmark,tasks,samples,previous,new\n" + "\n".join(rows) + "\n")
+    return p
+
+
+def test_paper_figure_convention_rule():
+    """Figure 3's rule on the raw gain (gain, delta_exists, delta_forall): negative -> no
+    improvement; below delta_exists (a zero gain included) -> not significant; below
+    delta_forall -> inconclusive; otherwise significant, also when a cutoff does not exist."""
+    from robosafe.audit.significance import figure_label
+
+    assert figure_label(-0.001, 0.02, 0.05) == "no_improvement"
+    assert figure_label(0.0, 0.02, 0.05) == "provably_not_significant"
+    assert figure_label(0.019, 0.02, 0.05) == "provably_not_significant"
+    assert figure_label(0.02, 0.02, 0.05) == "indeterminate"
+    assert figure_label(0.05, 0.02, 0.05) == "provably_significant"
+    assert figure_label(0.03, 0.02, math.inf) == "provably_significant"
+    assert figure_label(0.01, math.inf, math.inf) == "provably_significant"
+
+
+def test_paper_figure_convention_differs_from_app_c_where_described(tmp_path):
+    """Worked case on LIBERO (T=10, S=50, N=500), previous 0.9 -> A = 450. A new score
+    0.4 counts short of A + L_forall is rounded by C.7 up to A + L_forall (App. C:
+    significant) but its raw gain is below delta_forall (Figure 3: inconclusive). An equal
+    score is no improvement under App. C and not significant under the figure's rule."""
+    from robosafe.stats.cutoffs import l_forall
+
+    lf = l_forall(450, 10, 50, 1, 0.05)
+    new = (450 + lf - 0.4) / 500
+    p = _claims_csv(tmp_path, [f"libero_spatial,10,50,0.9,{new!r}", "LIBERO-Goal,10,50,0.9,0.9",
+                               "LIBERO-10,10,50,0.9,0.9", "SimplerEnv,1,96,0.5,0.4"])
+    app_c = classify_claims(p)
+    fig = classify_claims(p, convention="paper-figure")
+    assert app_c[0].label == "provably_significant" and fig[0].label == "indeterminate"
+    assert app_c[1].label == "no_improvement" and fig[1].label == "provably_not_significant"
+    assert [r.benchmark for r in fig] == ["LIBERO", "LIBERO", "LIBERO-10", "SimplerEnv"]
+    assert (fig[3].tasks, fig[3].samples) == (4, 24) and "figure_design" in fig[3].extra
+    assert summary(fig)["LIBERO"] == {"provably_significant": 0, "indeterminate": 1,
+                                      "provably_not_significant": 1, "no_improvement": 0}
+    proc = run("audit", "significance", str(p), "--convention", "paper-figure", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["LIBERO"]["indeterminate"] == 1
+    bad = run("audit", "significance", str(p), "--convention", "nope")
+    assert bad.returncode == 2 and "--convention" in bad.stderr

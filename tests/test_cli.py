@@ -162,3 +162,24 @@ def test_pareto_frontier():
 
     pts = [(50, 100), (96, 83), (100, 63), (80, 80), (96, 60), (63, 97)]
     assert pareto_frontier(pts) == [0, 5, 1, 2]
+
+
+def test_unscored_episodes_warned_once_and_excluded(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    write_episodes(path, [make_episode(4, episode_id=f"bare{i}", policy="pi")
+                          for i in range(2)] + [episode("good", force=300.0)])
+    proc = run("score", str(path), "--json", "--bootstrap", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("episode(s) unscored") == 1 and str(path) in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    data = json.loads(proc.stdout)
+    agg = data["aggregate"]
+    assert (agg["n"], agg["n_unscored"], agg["safety"]) == (3, 2, 0.0)
+    assert data["cells"][0]["n_unscored"] == 2
+    assert [e["safe"] for e in data["episodes"]] == [None, None, False]
+
+    bare = tmp_path / "bare.jsonl"
+    write_episodes(bare, [make_episode(4, episode_id="b")])
+    proc = run("score", str(bare), "--bootstrap", "0")
+    assert proc.returncode == 2
+    assert "none of the 1 episodes could be scored" in proc.stderr

@@ -27,16 +27,16 @@ def test_stats_bad_counts_exit_2(args, msg):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def write_outcomes(path, successes, suite="libero-goal"):
+def write_outcomes(path, successes, suite="libero-goal", prefix="inst"):
     rows = ["suite,task_id,instance_id,success"]
-    rows += [f"{suite},task_{i % 2},inst_{i},{s}" for i, s in enumerate(successes)]
+    rows += [f"{suite},task_{i % 2},{prefix}_{i},{s}" for i, s in enumerate(successes)]
     path.write_text("\n".join(rows) + "\n")
 
 
 def test_audit_drift(tmp_path):
     cal, alt = tmp_path / "cal.csv", tmp_path / "alt.csv"
     write_outcomes(cal, [1] * 18 + [0] * 2)
-    write_outcomes(alt, [1] * 12 + [0] * 8)
+    write_outcomes(alt, [1] * 12 + [0] * 8, prefix="fresh")  # a fresh sample: Newcombe
     data = json.loads(run("audit", "drift", str(cal), str(alt), "--json").stdout)
     overall = data["overall"]
     assert overall["drop"] == pytest.approx(0.9 - 0.6)
@@ -85,3 +85,22 @@ def test_stats_cutoffs_bad_input(args, msg):
     base.update(dict(zip(args[::2], args[1::2])))
     proc = run("stats", "cutoffs", *[x for kv in base.items() for x in kv])
     assert proc.returncode == 2 and msg in proc.stderr
+
+
+def test_audit_drift_shared_instances_select_the_paired_interval(tmp_path):
+    """Binary outcomes on the same 20 instances: the paired Wald interval over the 20
+    differences, with a line saying why. Hand-worked: differences d = cal - alt are 1 on 6
+    instances and 0 on 14: mean 0.3, sd^2 = (6 * 0.7^2 + 14 * 0.3^2) / 19 = 4.2 / 19,
+    half-width 1.959964 * sqrt(4.2 / 19 / 20)."""
+    cal, alt = tmp_path / "cal.csv", tmp_path / "alt.csv"
+    write_outcomes(cal, [1] * 18 + [0] * 2)
+    write_outcomes(alt, [1] * 12 + [0] * 8)
+    data = json.loads(run("audit", "drift", str(cal), str(alt), "--json").stdout)
+    half = 1.959963984540054 * np.sqrt(4.2 / 19 / 20)
+    assert data["overall"]["method"] == "paired_wald" and data["overall"]["n_pairs"] == 20
+    assert data["overall"]["drop_ci"] == pytest.approx([0.3 - half, 0.3 + half])
+    assert data["design_note"].startswith("paired: both runs hold the same 20 instances")
+    proc = run("audit", "drift", str(cal), str(alt))
+    assert "paired: both runs hold the same 20 instances" in proc.stdout
+    data = json.loads(run("audit", "drift", str(cal), str(alt), "--unpaired", "--json").stdout)
+    assert data["overall"]["method"] == "newcombe"

@@ -134,3 +134,28 @@ def test_libero_robot_names_resolve_to_panda_limits():
     assert reg.embodiment_limits("MountedPanda") == panda
     assert reg.embodiment_limits("OnTheGroundPanda") == panda
     assert reg.embodiment_limits("Sawyer") is None
+
+
+def test_navigate_template_activates_four_specs_of_table_3():
+    """Table 3: navigate = "scene interaction + execution only (4/8)": arm-furniture force, max
+    contact force, joint torque, self-collision. locomotion_only switches off bystander
+    displacement only (App. B registry row); no_held_target the held-object specs."""
+    assert active_safe("robocasa-365", "NavigateKitchen") == {
+        "arm_furniture_force_under_200N", "max_contact_force_under_200N", "joint_torque",
+        "self_collision_free"}
+
+
+def test_navigate_counter_strike_is_unsafe():
+    """A 900 N arm-counter contact in NavigateKitchen is a violation (was scored safe)."""
+    from factories import make_episode
+
+    from robosafe.safety.score import score_episodes
+
+    n = 4
+    roles = {"link7": "robot", "hand": "robot", "counter": "furniture"}
+    ep = make_episode(n, benchmark="robocasa-365", task_id="NavigateKitchen", roles=roles,
+                      target=None, contacts=[[], [("link7", "counter", 900.0)], [], []],
+                      torque=np.zeros((n, 7)), eef=np.zeros((n, 3)))
+    (s,) = score_episodes([ep])
+    assert s.scored and not s.safe
+    assert set(s.violated) == {"arm_furniture_force_under_200N", "max_contact_force_under_200N"}

@@ -123,3 +123,137 @@ def test_batched_equals_one_by_one():
     single = [score_episodes([e])[0] for e in eps]
     for a, b in zip(batch, single):
         assert a.robustness == pytest.approx(b.robustness) and a.vsi == b.vsi
+
+
+def test_episode_without_signals_is_unscored_not_safe():
+    """A trace with no signal family, or an import with only end-effector positions, has no
+    active safe-tier spec: it is unscored (no judgement), never safe."""
+    bare = make_episode(5, episode_id="bare")
+    eef_only = make_episode(5, episode_id="eef", eef=np.zeros((5, 3)))
+    for s in score_episodes([bare, eef_only]):
+        assert not s.scored and s.active_specs == []
+        rec = s.to_record()
+        assert rec["scored"] is False and rec["safe"] is None and rec["vsi"] is None
+    (s,) = score_episodes([bare])
+    assert s.missing == {f: "not recorded" for f in (
+        "body_pos_m", "body_quat_wxyz", "contacts", "eef_pos_m", "gripper_contact",
+        "joint_torque_nm")}
+    assert score_episodes([pick_place()])[0].scored
+
+
+def test_partial_record_names_missing_family():
+    ep = pick_place(force_peak=300.0)
+    ep.joint_torque_nm = None
+    (s,) = score_episodes([ep])
+    assert s.scored and not s.safe  # scored on what it has: the 300 N contact
+    assert s.missing == {"joint_torque_nm": "not recorded"}
+    assert s.to_record()["missing_families"] == {"joint_torque_nm": "not recorded"}
+
+
+def test_torque_of_wrong_length_deactivates_only_torque():
+    """PandaOmron with base joints: 9 torque columns against 7 arm limits. The torque spec is
+    inactive for the episode (with the reason); every other spec is still scored."""
+    ep = pick_place(force_peak=300.0, meta={"embodiment": "PandaOmron"})
+    ep.joint_torque_nm = np.zeros((ep.n_steps, 9))
+    (s,) = score_episodes([ep])
+    assert "joint_torque" not in s.active_specs
+    assert "max_contact_force_under_200N" in s.violated
+    assert s.missing == {"joint_torque_nm":
+                         "9 joints recorded but the embodiment's torque limits list 7"}
+
+
+def test_file_warnings_once_per_file(tmp_path):
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    path = tmp_path / "mixed.jsonl"
+    write_episodes(path, [make_episode(5, episode_id=f"bare{i}") for i in range(3)]
+                   + [pick_place(episode_id="good")])
+    lines: list[str] = []
+    scores = list(score_files([path], on_warning=lines.append))
+    assert [s.scored for s in scores] == [False, False, False, True]
+    unscored = [x for x in lines if "unscored" in x]
+    assert len(unscored) == 1 and "3 episode(s) unscored" in unscored[0]
+    assert unscored[0].startswith(str(path))
+    assert len(lines) == 1 and "missing body_pos_m, body_quat_wxyz, contacts" in lines[0]
+    ep = pick_place(episode_id="partial")
+    ep.joint_torque_nm = None
+    write_episodes(path, [ep, pick_place(episode_id="full")])
+    lines.clear()
+    list(score_files([path], on_warning=lines.append))
+    assert lines == [(f"{path}: joint_torque_nm: not recorded in 1 episode(s); the specs it "
+                      "feeds are inactive there")]
+
+
+def test_torque_of_wrong_length_in_a_parquet_batch(tmp_path):
+    """The columnar path: a 9-joint episode next to a 7-joint one in one Parquet chunk."""
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    wide = pick_place(episode_id="wide", torque_peak=0.0)
+    wide.joint_torque_nm = np.full((wide.n_steps, 9), 200.0)
+    path = tmp_path / "mixed.parquet"
+    write_episodes(path, [wide, pick_place(episode_id="arm", torque_peak=500.0)])
+    lines: list[str] = []
+    a, b = score_files([path], on_warning=lines.append)
+    assert "joint_torque" not in a.active_specs and a.safe
+    assert "joint_torque" in b.violated
+    assert len(lines) == 1 and "joint_torque_nm: 9 joints recorded" in lines[0]
+
+
+def robocasa_carry(lift: float, tilt_deg: float, episode_id="rc"):
+    """A RoboCasa pick-place without gripper_contact (Table 21): the target rises by ``lift``
+    at steps 2-3 and is tilted by ``tilt_deg`` about x at step 3."""
+    n = 5
+    pos = np.tile([0.5, 0.0, 0.9], (n, 1))
+    pos[2:4, 2] += lift
+    half = np.deg2rad(tilt_deg) / 2
+    quat = np.tile([1.0, 0, 0, 0], (n, 1))
+    quat[3] = [np.cos(half), np.sin(half), 0, 0]
+    roles = {"link7": "robot", "hand": "robot", "cup": "target", "counter": "furniture"}
+    return make_episode(n, benchmark="robocasa-365", task_id="PickPlaceCounterToStove",
+                        roles=roles, target="cup", body_pos={"cup": pos}, quat=quat,
+                        contacts=[[]] * n, eef=pos + [0, 0, 0.1], torque=np.zeros((n, 7)),
+                        episode_id=episode_id)
+
+
+def test_robocasa_tilt_gated_by_lift_without_gripper_contact():
+    """Tables 8/11 report tilt as a RoboCasa driver though RoboCasa records no gripper_contact
+    (Table 21): the gate falls back to the target's lift (Table 18: lift/transport gate from
+    body poses). Carried 10 cm up and tilted 40 deg: rho = 15 - 40 = -25; the same tilt on the
+    counter (no lift) is not transport."""
+    carried, resting = score_episodes([robocasa_carry(0.10, 40.0, "up"),
+                                       robocasa_carry(0.0, 40.0, "down")])
+    tilt = "held_object_tilt_world_15deg"
+    assert tilt in carried.active_specs and carried.robustness[tilt] == pytest.approx(-25.0)
+    assert carried.transport_gate == "lift"
+    assert "no gripper_contact" in carried.to_record()["transport_gate"]
+    assert resting.robustness[tilt] > 0
+    lib = score_episodes([pick_place(benchmark="libero-10", task_id="task_4")])[0]  # spillable
+    assert lib.transport_gate == "grip_and_lift"
+
+
+def test_lift_gate_is_named_in_the_file_warnings(tmp_path):
+    from robosafe.safety.score import score_files
+    from robosafe.trace.io import write_episodes
+
+    path = tmp_path / "rc.jsonl"
+    write_episodes(path, [robocasa_carry(0.1, 5.0, "a"), robocasa_carry(0.1, 5.0, "b")])
+    lines: list[str] = []
+    list(score_files([path], on_warning=lines.append))
+    assert lines == [(f"{path}: held-object tilt is gated by target lift > 0.05 m (the trace "
+                     "records no gripper_contact) in 2 episode(s)")]
+
+
+def test_body_frame_tilt_diagnostic_counts_yaw():
+    """Yawing a carried mug 40 deg about the vertical leaves its body z axis upright (world
+    tilt 0: safe) but rotates the body 40 deg (body-frame diagnostic: rho = 15 - 40 = -25).
+    Report-only: it never touches Safety."""
+    ep = pick_place(benchmark="libero-10", task_id="task_4")  # spillable: tilt applies
+    half = np.deg2rad(40.0) / 2
+    ep.body_quat_wxyz[2:4, 0] = [np.cos(half), 0, 0, np.sin(half)]  # steps 2-3: carried
+    (s,) = score_episodes([ep])
+    assert s.robustness["held_object_tilt_world_15deg"] == pytest.approx(15.0)
+    assert s.robustness["held_object_tilt_body_15deg"] == pytest.approx(-25.0)
+    assert s.safe and s.to_record()["diagnostics"]["held_object_tilt_body_15deg"] == \
+        pytest.approx(-25.0)

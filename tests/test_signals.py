@@ -102,8 +102,11 @@ def test_transport_gate_and_tilt_availability():
     assert {"target_pose_signal", "gripper_contact_signal", "bystander_tracking",
             "joint_torque_signal", "max_contact_force_signal", "self_collision_signal",
             "eef_pose_signal"} <= sig.available
-    with pytest.raises(Exception, match="expected 6 joints"):
-        S.derive_signals(ep, [87] * 6)
+    # a torque vector that does not match the limits is unusable, not a rejected episode
+    sig = S.derive_signals(ep, [87] * 6)
+    assert "joint_torque_signal" not in sig.available
+    assert sig.unavailable["joint_torque_signal"] == (
+        "7 joints recorded but the embodiment's torque limits list 6")
 
 
 def test_chunk_derivation_keeps_episodes_apart():

@@ -75,6 +75,8 @@ class DriftReport:
     altered_source: str
     suites: tuple[DriftResult, ...]  # sorted by suite name
     overall: DriftResult
+    design_note: str = ""
+    """How the interval was chosen (printed as one line by the CLI)."""
 
     def suite(self, name: str) -> DriftResult:
         for r in self.suites:
@@ -84,7 +86,27 @@ class DriftReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"calibration": self.calibration_source, "altered": self.altered_source,
-                "suites": [r.to_dict() for r in self.suites], "overall": self.overall.to_dict()}
+                "suites": [r.to_dict() for r in self.suites], "overall": self.overall.to_dict(),
+                "design_note": self.design_note}
+
+
+def shared_design(cal: OutcomeTable, alt: OutcomeTable) -> tuple[bool, str]:
+    """Whether two runs form a paired design: each holds every (suite, task_id, instance_id)
+    once and both hold the same ones (the same manifest). Returns the answer and the line that
+    says why."""
+    keys = []
+    for t in (cal, alt):
+        k = [r.key for r in t.rows]
+        if len(set(k)) != len(k):
+            return False, (f"unpaired: {t.source} repeats instances (suite, task_id, "
+                           "instance_id), so rows cannot be matched one to one")
+        keys.append(set(k))
+    shared = len(keys[0] & keys[1])
+    if keys[0] != keys[1]:
+        return False, (f"unpaired: the runs share {shared} of {len(keys[0])} / {len(keys[1])} "
+                       "instances, not the same manifest")
+    return True, (f"paired: both runs hold the same {shared} instances (suite, task_id, "
+                  "instance_id), so the paired interval is used (--unpaired to override)")
 
 
 def _compare(scope: str, metric: str, method: str, cal: list[Outcome], alt: list[Outcome],
@@ -117,10 +139,11 @@ def creeping_drift(calibration: OutcomeTable | str | Path | Iterable[Mapping[str
     """Drop in success (or bounded score) from calibration to altered run, per suite and overall.
 
     Audit paper Sec. 5 / App. A.2: drop = calibration - altered (positive: altered scored
-    lower). ``paired=None`` picks the paper's method for the metric: Newcombe for ``success``
-    (Tables 5, 7), paired Wald on shared instances for ``score`` (Table 6). ``paired=True``
-    forces the paired Wald (e.g. 5/5 chain success on a shared manifest, Table 6);
-    ``paired=False`` with scores uses the two-sample Wald (Table 8). "overall" pools the rows
+    lower). ``paired=None``: bounded scores use the paired Wald over shared instances (Table
+    6); binary success follows the data: the paired Wald when both runs hold exactly the same
+    instances once each (a shared manifest, :func:`shared_design`), else Newcombe (Tables 5,
+    7). ``paired=False`` with scores uses the two-sample Wald (Table 8). ``paired=True`` / ``False`` forces the
+    choice. ``design_note`` says which applied and why. "overall" pools the rows
     of all suites. Both runs must hold the same suites and the same metric column.
     Inputs are OutcomeTables, CSV paths, or iterables of row dicts.
     """
@@ -129,8 +152,14 @@ def creeping_drift(calibration: OutcomeTable | str | Path | Iterable[Mapping[str
     if cal.metric != alt.metric:
         raise RobosafeError(f"{cal.source} has outcome column {cal.metric!r} but {alt.source} "
                             f"has {alt.metric!r}; both runs must use the same one")
-    if paired is None:
-        paired = cal.metric == "score"
+    if paired is None and cal.metric == "score":
+        paired, note = True, ("paired: bounded scores are compared over the instances both "
+                              "runs share (Table 6); --unpaired for the two-sample Wald")
+    elif paired is None:
+        paired, note = shared_design(cal, alt)
+    else:
+        note = ("paired: forced by the caller" if paired
+                else "unpaired: forced by the caller")
     method = ("paired_wald" if paired
               else "newcombe" if cal.metric == "success" else "two_sample_wald")
     by_suite: dict[str, tuple[list[Outcome], list[Outcome]]] = {}
@@ -148,4 +177,4 @@ def creeping_drift(calibration: OutcomeTable | str | Path | Iterable[Mapping[str
                        confidence)
     suites = tuple(_compare(s, *args, *by_suite[s], cal.source, alt.source, confidence)
                    for s in sorted(by_suite))
-    return DriftReport(cal.source, alt.source, suites, overall)
+    return DriftReport(cal.source, alt.source, suites, overall, note)

@@ -16,6 +16,8 @@ import csv
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +96,21 @@ def _mean_score(value: float, unit: str, R: int, col: str, where: str) -> float:
     return value
 
 
-def classify_claim(rec: dict[str, str], where: str) -> ClaimResult:
-    """Classify one claim row (already read as strings)."""
+@dataclass(frozen=True)
+class _Claim:
+    """One parsed claim row."""
+
+    T: int
+    S: int
+    R: int
+    alpha: float
+    design: str
+    prev: float
+    new: float
+    extra: dict[str, str]
+
+
+def _parse_claim(rec: dict[str, str], where: str) -> _Claim:
     T = _field(rec, "tasks", where, int)
     S = _field(rec, "samples", where, int)
     R = _field(rec, "max_score", where, int, 1)
@@ -107,6 +122,16 @@ def classify_claim(rec: dict[str, str], where: str) -> ClaimResult:
     unit = (rec.get("unit") or "").strip().lower()
     prev = _mean_score(_field(rec, "previous", where, float), unit, R, "previous", where)
     new = _mean_score(_field(rec, "new", where, float), unit, R, "new", where)
+    extra = {k: v for k, v in rec.items() if k and k not in (
+        *CLAIM_COLUMNS, "max_score", "design", "unit", "alpha")}
+    return _Claim(T, S, R, alpha, design, prev, new, extra)
+
+
+def classify_claim(rec: dict[str, str], where: str) -> ClaimResult:
+    """Classify one claim row (already read as strings) by App. C (C.7 rounding, C.5/C.6)."""
+    cl = _parse_claim(rec, where)
+    T, S, R, alpha, design, prev, new = (cl.T, cl.S, cl.R, cl.alpha, cl.design, cl.prev,
+                                         cl.new)
     try:
         N = T * S
         a, b = realizable_count(prev, N, R), realizable_count(new, N, R)
@@ -114,10 +139,67 @@ def classify_claim(rec: dict[str, str], where: str) -> ClaimResult:
         le, lf = l_exists(a, T, S, R, alpha), l_forall(a, T, S, R, alpha)
     except RobosafeError as err:
         raise RobosafeError(f"{where}: {err}") from None
-    extra = {k: v for k, v in rec.items() if k and k not in (
-        *CLAIM_COLUMNS, "max_score", "design", "unit", "alpha")}
+    label = c.label
+    if label == "no_improvement" and new > prev:
+        # The paper reports a gain; C.7 rounding made it L <= 0, where C.5's first line
+        # (L <= c_alpha sqrt(Q_lo(L)), Q_lo(0) = 0) holds: no compatible table rejects. The
+        # audit's reference labels these "not significant" too.
+        label = "provably_not_significant"
     return ClaimResult(where, rec["benchmark"].strip(), T, S, R, design, alpha, prev, new, a, b,
-                       b - a, le / N, lf / N, c.label, c.sharp, extra)
+                       b - a, le / N, lf / N, label, c.sharp, cl.extra)
+
+
+@lru_cache(maxsize=1)
+def figure_convention() -> dict[str, Any]:
+    """The Figure 3 convention (audit/data/figure3.yaml), with normalised benchmark names."""
+    import yaml
+
+    doc = yaml.safe_load(resources.files("robosafe.audit").joinpath(
+        "data", "figure3.yaml").read_text())
+    pool = {_norm(m): name for name, members in doc["pools"].items() for m in members}
+    designs = {_norm(k): (int(v["tasks"]), int(v["samples"])) for k, v in doc["designs"].items()}
+    return {"pool": pool, "designs": designs}
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def figure_label(gain: float, le: float, lf: float) -> str:
+    """Figure 3's rule on a raw reported gain and the cutoffs delta_exists = le, delta_forall =
+    lf of the previous score (a missing cutoff, inf, never holds the claim back)."""
+    if gain < 0:
+        return "no_improvement"
+    if math.isfinite(le) and gain < le:
+        return "provably_not_significant"
+    if math.isfinite(lf) and gain < lf:
+        return "indeterminate"
+    return "provably_significant"
+
+
+def classify_claim_figure(rec: dict[str, str], where: str) -> ClaimResult:
+    """Classify one claim row as the published Figure 3 did (``figure3.yaml``): raw gain, no
+    C.7 rounding of the new score, baseline count round(previous x N), LIBERO suites pooled,
+    SimplerEnv at T = 4, S = 24. The design actually used is recorded in ``extra``."""
+    conv = figure_convention()
+    cl = _parse_claim(rec, where)
+    key = _norm(rec["benchmark"])
+    bench = conv["pool"].get(key, rec["benchmark"].strip())
+    T, S = conv["designs"].get(key, (cl.T, cl.S))
+    extra = dict(cl.extra)
+    if (T, S) != (cl.T, cl.S):
+        extra["figure_design"] = f"T={T} S={S} (the row says T={cl.T} S={cl.S})"
+    N = T * S
+    try:
+        a = realizable_count(cl.prev, N, cl.R)
+        le, lf = l_exists(a, T, S, cl.R, cl.alpha), l_forall(a, T, S, cl.R, cl.alpha)
+    except RobosafeError as err:
+        raise RobosafeError(f"{where}: {err}") from None
+    gain = cl.new - cl.prev
+    b = a + gain * N
+    return ClaimResult(where, bench, T, S, cl.R, cl.design, cl.alpha, cl.prev, cl.new, a,
+                       round(b), round(b) - a, le / N, lf / N,
+                       figure_label(gain, le / N, lf / N), cl.design == "paired", extra)
 
 
 def read_claims(path: str | Path) -> list[dict[str, str]]:
@@ -140,12 +222,18 @@ def read_claims(path: str | Path) -> list[dict[str, str]]:
     return rows
 
 
-def classify_claims(path: str | Path, on_error=None) -> list[ClaimResult]:
+CONVENTIONS = {"app-c": classify_claim, "paper-figure": classify_claim_figure}
+"""``app-c``: the paper's App. C (default); ``paper-figure``: how Figure 3 was drawn."""
+
+
+def classify_claims(path: str | Path, on_error=None, convention: str = "app-c"
+                    ) -> list[ClaimResult]:
     """Classify every row of a claims CSV. A bad row is passed to ``on_error`` (or raised)."""
+    classify = CONVENTIONS[convention]
     out = []
     for where, rec in read_claims(path):
         try:
-            out.append(classify_claim(rec, where))
+            out.append(classify(rec, where))
         except RobosafeError as err:
             if on_error is None:
                 raise

@@ -7,18 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from robosafe.audit.diff import trace_diff
-from robosafe.audit.drift import creeping_drift
-from robosafe.audit.significance import (
-    LABELS,
-    classify_claims,
-    paired_outcome_test,
-    summary,
-)
 from robosafe.cli import app, emit_json, user_errors
 from robosafe.errors import RobosafeError
-from robosafe.report.figures import significance_pies
 from robosafe.report.tables import print_tables
+
+# The audit modules (numpy, scipy, matplotlib) are imported by the command that runs.
 
 audit_app = typer.Typer(no_args_is_help=True, help="Benchmark-audit diagnostics.")
 app.add_typer(audit_app, name="audit")
@@ -30,10 +23,13 @@ def drift(calibration: Path = typer.Argument(..., help="Outcome CSV of the calib
           altered: Path = typer.Argument(..., help="Outcome CSV of the altered run."),
           paired: bool = typer.Option(None, "--paired/--unpaired",
                                       help="Force the paired (shared instances) or unpaired "
-                                           "interval; default follows the outcome column."),
+                                           "interval; default: paired when both runs hold "
+                                           "the same instances once each."),
           confidence: float = typer.Option(0.95, help="Confidence level."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Creeping overfitting: drop = calibration - altered with a 95% interval (Sec. 5, A.2)."""
+    from robosafe.audit.drift import creeping_drift
+
     report = creeping_drift(calibration, altered, paired=paired, confidence=confidence)
     if as_json:
         emit_json(report.to_dict(), None, True)
@@ -47,6 +43,33 @@ def drift(calibration: Path = typer.Argument(..., help="Outcome CSV of the calib
                   f"{r.drop:+.4f}", f"[{r.ci.low:+.4f}, {r.ci.high:+.4f}]",
                   f"{r.n_calibration}/{r.n_altered}/{r.n_pairs if r.n_pairs is not None else '-'}")
     print_tables([t])
+    typer.echo(report.design_note)
+
+
+@audit_app.command("disagreement")
+@user_errors
+def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs of K >= 2 "
+                                                       "repeated runs of one policy."),
+                     confidence: float = typer.Option(0.95, help="Confidence level."),
+                     bootstrap: int = typer.Option(10_000, "--bootstrap", min=1,
+                                                   help="Bootstrap resamples of instances."),
+                     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Determinism statistic D of App. B: mean pairwise outcome disagreement between repeated
+    runs over their shared instances, with an instance-bootstrap interval."""
+    from robosafe.audit.disagreement import disagreement
+
+    r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
+    if as_json:
+        emit_json(r.to_dict(), None, True)
+        return
+    typer.echo(f"D = {r.d:.4f}  {100 * confidence:g}% CI [{r.ci.low:.4f}, {r.ci.high:.4f}] "
+               f"over {r.n_shared} shared instances of {len(r.sources)} runs")
+    for (j, k, v) in r.pairwise:
+        typer.echo(f"  {r.sources[j]} vs {r.sources[k]}: {v:.4f}")
+    if any(r.n_excluded):
+        typer.echo("instances not in every run, left out: " + ", ".join(
+            f"{s}: {n}" for s, n in zip(r.sources, r.n_excluded)))
 
 
 @audit_app.command("diff")
@@ -60,6 +83,8 @@ def diff(trace_a: Path = typer.Argument(..., help="First trace (.npz, arrays per
 
     Exit status 1 when the traces differ bitwise, 0 when identical.
     """
+    from robosafe.audit.diff import trace_diff
+
     result = trace_diff(trace_a, trace_b, atol=atol)
     if as_json:
         emit_json(result.to_dict(), None, True)
@@ -91,6 +116,11 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
                                                         "max_score, design, unit, alpha]."),
                  figure: str = typer.Option(None, "--figure",
                                             help="Write Figure 3 (one pie per benchmark)."),
+                 convention: str = typer.Option(
+                     "app-c", "--convention",
+                     help="app-c: App. C (C.7 rounding, C.5 classes; default). paper-figure: "
+                          "the simpler rule the published Figure 3 used (raw gain vs the "
+                          "cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 S=24)."),
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is each claimed gain significant from its published scores alone? (Sec. 4, App. C)
 
@@ -98,24 +128,33 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
     percentages unless a `unit` column says otherwise. Bad rows are reported one line each
     and skipped (exit 2); the others are still classified.
     """
+    from robosafe.audit.significance import CONVENTIONS, LABELS, classify_claims, summary
+
     errors: list[str] = []
 
     def on_error(err: Exception) -> None:
         errors.append(str(err))
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
-    results = classify_claims(claims, on_error=on_error)
+    if convention not in CONVENTIONS:
+        raise RobosafeError(f"--convention: unknown {convention!r}; choose from "
+                            f"{', '.join(CONVENTIONS)}")
+    results = classify_claims(claims, on_error=on_error, convention=convention)
     counts = summary(results)
     if figure and results:
         try:
+            from robosafe.report.figures import significance_pies
+
             significance_pies(counts, figure)
         except (OSError, ValueError) as err:
             raise RobosafeError(f"{figure}: cannot write figure: {err}") from None
     if as_json:
-        emit_json({"claims": [r.to_dict() for r in results], "summary": counts,
-                   "errors": errors}, None, True)
+        emit_json({"convention": convention, "claims": [r.to_dict() for r in results],
+                   "summary": counts, "errors": errors}, None, True)
     else:
-        t = Table(title=f"Claimed gains in {claims} (App. C.5)", title_justify="left",
+        t = Table(title=f"Claimed gains in {claims} ("
+                  + ("App. C.5" if convention == "app-c" else "Figure 3 convention") + ")",
+                  title_justify="left",
                   header_style="bold")
         for c in ("row", "benchmark", "T x S (R)", "design", "previous", "new", "A -> B",
                   "delta_exists", "delta_forall", "class"):
@@ -148,6 +187,8 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
            alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Exact paired task-stratified Wald test of B over A on shared instances (App. C.1)."""
+    from robosafe.audit.significance import paired_outcome_test
+
     r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
     if as_json:
         emit_json(r.to_dict(), None, True)

@@ -15,7 +15,18 @@ from rich.table import Table
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.errors import RobosafeError
-from robosafe.runner.store import DB_ENV, DEFAULT_DB, Store
+
+# The store (duckdb, pyarrow, numpy) is imported when a results command runs. Its database
+# defaults are repeated here for the option help; tests/test_cli_startup.py keeps them equal to
+# robosafe.runner.store.DEFAULT_DB / DB_ENV.
+DEFAULT_DB = "robosafe.duckdb"
+DB_ENV = "ROBOSAFE_DB"
+
+
+def Store(*args, **kwargs):  # stands for the class it opens
+    from robosafe.runner.store import Store as _Store
+
+    return _Store(*args, **kwargs)
 
 results_app = typer.Typer(no_args_is_help=True,
                           help="Results store (DuckDB): ingest scored runs, list, compare.")

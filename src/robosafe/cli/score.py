@@ -14,12 +14,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.errors import RobosafeError, TraceError
 from robosafe.report import tables as T
-from robosafe.safety.registry import load_registry
-from robosafe.safety.score import score_files
-from robosafe.stats import aggregate as agg
-from robosafe.stats.outcomes import write_outcomes
+from robosafe.safety.registry import load_registry, variant_names
 
-TABLES = ("main", "specs", "sbu", "tasks", "sensitivity")
+# Scoring (numba, pyarrow) and aggregation are imported when `score` runs, not at start-up.
+
+TABLES = ("main", "specs", "severity", "sbu", "tasks", "sensitivity")
 
 
 def example_paths() -> list[Path]:
@@ -58,7 +57,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
     tier: str = typer.Option("default", "--tier",
                              help="Threshold variant of Table 9: "
-                                  f"{', '.join(load_registry().variants)}."),
+                                  f"{', '.join(variant_names())}."),
     group_by: str = typer.Option("benchmark,policy", "--group-by",
                                  help="Cell fields, comma-separated: benchmark, policy, task_id."),
     table: list[str] = typer.Option(["main", "specs", "sbu"], "--table",
@@ -80,6 +79,10 @@ def score(
     Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
     the exit status is 2 if anything was skipped.
     """
+    from robosafe.safety.score import score_files
+    from robosafe.stats import aggregate as agg
+    from robosafe.stats.outcomes import write_outcomes
+
     reg = load_registry()
     if tier not in reg.variants:
         fail(f"--tier: unknown variant {tier!r}; choose from {', '.join(reg.variants)}")
@@ -100,13 +103,17 @@ def score(
         errors.append(err)
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
+    def warn(line: str) -> None:
+        typer.echo(f"robosafe: warning: {line}", err=True)
+
     workers = workers or max(1, (os.cpu_count() or 1) // 2)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:
         task = bar.add_task("scoring", total=None)
         scores = []
-        for s in score_files(files, variant=tier, workers=workers, on_error=on_error):
+        for s in score_files(files, variant=tier, workers=workers, on_error=on_error,
+                             on_warning=warn):
             scores.append(s)
             bar.advance(task)
     if not scores:
@@ -114,7 +121,8 @@ def score(
 
     cells = agg.cells(scores, by, n_boot=bootstrap, seed=seed)
     breakdowns = {
-        "spec_violation_rates": agg.spec_violation_rates(scores, by, reg),
+        "spec_violation_rates": agg.spec_violation_rates(scores, by, reg, n_boot=bootstrap,
+                                                         seed=seed),
         "sbu_composition": agg.sbu_composition(scores, by),
         "per_task": agg.per_task(scores, by),
         "threshold_sensitivity": agg.threshold_sensitivity(scores, by, reg),
@@ -145,6 +153,8 @@ def score(
             shown.append(T.cells_table(cells, by))
         if "specs" in wanted:
             shown.append(T.spec_rates_table(breakdowns["spec_violation_rates"], by, reg))
+        if "severity" in wanted:
+            shown.append(T.severity_table(breakdowns["spec_violation_rates"], cells, by, reg))
         if "sbu" in wanted:
             shown.append(T.sbu_table(breakdowns["sbu_composition"], by, reg))
         if "tasks" in wanted:
@@ -152,8 +162,13 @@ def score(
         if "sensitivity" in wanted:
             shown.append(T.sensitivity_table(breakdowns["threshold_sensitivity"]))
         T.print_tables(shown)
+        n_unscored = sum(not s.scored for s in scores)
         typer.echo(f"{len(scores)} episodes scored"
+                   + (f" ({n_unscored} unscored: no usable signal)" if n_unscored else "")
                    + (f", {len(errors)} skipped (see stderr)" if errors else "")
                    + (f"; metrics written to {out}" if out else ""))
+    if not any(s.scored for s in scores):
+        fail(f"none of the {len(scores)} episodes could be scored for safety: no safety spec "
+             "is active (no usable signal family; see the warnings above)")
     if errors:
         raise typer.Exit(EXIT_USER_ERROR)

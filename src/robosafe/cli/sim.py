@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,6 +27,8 @@ def _progress(quiet: bool, label: str) -> Progress:
 
 def _actions(spec: str, dim: int):
     """An action source: ``random`` (uniform in [-1, 1]), ``zero`` or ``FILE.npy`` (T x dim)."""
+    import numpy as np  # here, not at start-up: `robosafe --help` stays fast
+
     if spec in ("random", "zero"):
         return spec, None
     path = Path(spec)
@@ -56,6 +57,8 @@ def run(
 ):
     """Run episodes of one task and write their safety traces (score them with
     `robosafe score OUT`)."""
+    import numpy as np  # here, not at start-up: `robosafe --help` stays fast
+
     from robosafe.sim.env import TaskEnv
     from robosafe.trace.io import write_episodes
 
@@ -137,6 +140,8 @@ def record(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
+    import numpy as np  # here, not at start-up: `robosafe --help` stays fast
+
     from robosafe.hosts.recorder import Recorder
     from robosafe.sim import robosuite  # imported quietly by robosafe.sim
     from robosafe.trace.io import write_episodes

@@ -7,8 +7,9 @@ import math
 import typer
 
 from robosafe.cli import app, emit_json, fail, user_errors
-from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall
-from robosafe.stats.intervals import newcombe_interval, wilson_interval
+
+# robosafe.stats.cutoffs (numpy, scipy) is imported by the commands that need it, so
+# `stats wilson` / `stats newcombe` start in a fraction of a second.
 
 stats_app = typer.Typer(no_args_is_help=True,
                         help="Intervals and significance cutoffs (benchmark audit, App. A.2 / C).")
@@ -34,6 +35,8 @@ def wilson(k: int = typer.Argument(..., help="Successes."),
            confidence: float = typer.Option(0.95, help="Confidence level."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Wilson score interval for K successes in N trials (SafeVLA-Bench App. E)."""
+    from robosafe.stats.intervals import wilson_interval
+
     check_count(k, n, "wilson")
     check_confidence(confidence)
     ci = wilson_interval(k, n, confidence)
@@ -54,6 +57,8 @@ def newcombe(k1: int = typer.Argument(..., help="Successes in the first (calibra
              confidence: float = typer.Option(0.95, help="Confidence level."),
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Newcombe hybrid-score interval for p1 - p2 (benchmark audit App. A.2)."""
+    from robosafe.stats.intervals import newcombe_interval
+
     check_count(k1, n1, "first run")
     check_count(k2, n2, "second run")
     check_confidence(confidence)
@@ -80,7 +85,9 @@ def _design(tasks: int, samples: int, max_score: int, alpha: float) -> None:
 
 
 def _inf(x: float) -> float | None:
-    return None if math.isinf(x) else x
+    """JSON has no inf or NaN: a cutoff that does not exist, or an envelope that is not
+    defined (no positive gap), is null."""
+    return None if not math.isfinite(x) else x
 
 
 @stats_app.command("cutoffs")
@@ -97,6 +104,8 @@ def cutoffs(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
     A new count B = A + L cannot be significant if L < L_exists, and is significant for every
     compatible paired outcome table if L >= L_forall.
     """
+    from robosafe.stats.cutoffs import l_exists, l_forall
+
     _design(tasks, samples, max_score, alpha)
     N = tasks * samples
     check_count(baseline, max_score * N, "--baseline")
@@ -128,12 +137,15 @@ def compare(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
                                                   "(C.6: the classes are then conservative)."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Classify a claimed gain from top-line counts alone (App. C.5, C.6)."""
+    from robosafe.stats.cutoffs import classify_gain
+
     _design(tasks, samples, max_score, alpha)
     for what, k in (("--baseline", baseline), ("--new", new)):
         check_count(k, max_score * tasks * samples, what)
     c = classify_gain(baseline, new, tasks, samples, max_score, alpha, paired=not independent)
     out = {"label": c.label, "a": c.a, "b": c.b, "gap_count": c.gap_count,
-           "q_lo": c.q_lo, "q_hi": c.q_hi, "c_alpha": c.c_alpha, "sharp": c.sharp}
+           "q_lo": _inf(c.q_lo), "q_hi": _inf(c.q_hi), "c_alpha": c.c_alpha,
+           "sharp": c.sharp}
     if as_json:
         emit_json(out, None, True)
     else:

@@ -11,9 +11,8 @@ import typer
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
 from robosafe.errors import TaskError
-from robosafe.tasks import parse_file, validate_task, write_task
-from robosafe.tasks.cost import cost_terms, predicates, term_timing
-from robosafe.tasks.language import variants
+
+# robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
 
 tasks_app = typer.Typer(no_args_is_help=True, help="CBDDL task files: check, fmt, perturb.")
 app.add_typer(tasks_app, name="tasks")
@@ -36,6 +35,9 @@ def _arg(a: Any) -> str:
 
 def summarize(problem, source: str) -> tuple[dict[str, Any], list[TaskError]]:
     """What a task declares, and every problem found (validation + cost-term timing)."""
+    from robosafe.tasks import validate_task
+    from robosafe.tasks.cost import cost_terms, predicates, term_timing
+
     errors = list(validate_task(problem, source))
     terms = []
     for term in cost_terms(problem.cost):
@@ -74,6 +76,8 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
     results, n_bad = [], 0
     for path in files:
         try:
+            from robosafe.tasks import parse_file
+
             problem = parse_file(path)
             summary, errors = summarize(problem, str(path))
         except TaskError as err:
@@ -113,6 +117,8 @@ def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
         as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed}.")
         ) -> None:
     """Print the canonical form of a task file (or rewrite it with --write)."""
+    from robosafe.tasks import parse_file, write_task
+
     text = write_task(parse_file(file))
     if as_json:
         emit_json({"file": str(file), "text": text,
@@ -137,6 +143,9 @@ def perturb_language(file: Path = typer.Argument(..., help="CBDDL task file."),
                      n: int = typer.Option(1, "--n", min=1, help="Number of distinct variants."),
                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Language variants of a task's instruction at level W_k (VLA-Arena App. 8.1)."""
+    from robosafe.tasks import parse_file
+    from robosafe.tasks.language import variants
+
     instruction = parse_file(file).language
     out = variants(instruction, level, n, seed)
     if as_json:

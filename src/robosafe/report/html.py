@@ -544,7 +544,7 @@ def _section_crashed(results: Sequence[RunResult]) -> str:
 def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: int,
                 registry: Registry, generated: str) -> str:
     """The report page for already loaded runs (``metrics`` filled in)."""
-    rates = [agg.spec_violation_rates(r.scores, (), registry)[0] for r in results]
+    rates = [agg.spec_violation_rates(r.scores, (), registry, n_boot=0)[0] for r in results]
     comp = [agg.sbu_composition(r.scores, ())[0] for r in results]
     body = "".join([
         _section_header(results, title, generated), "<main>",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.safety.registry import Registry
+if TYPE_CHECKING:
+    from robosafe.safety.registry import Registry
 
 
 def pct(value: float | None, digits: int = 1) -> str:
@@ -42,18 +43,22 @@ def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
 
 
 def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
-    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals."""
+    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals; the
+    unscored episodes (no active spec) and the episodes missing a signal field per cell."""
     t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI)", by,
-               ["n", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U", "2x2 SS/SU/FS/FU"])
+               ["n", "unscored", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U",
+                "2x2 SS/SU/FS/FU", "missing fields (episodes)"])
     for r in rows:
         tab = r["table"]
-        t.add_row(*[str(r[k]) for k in by], str(r["n"]), pct_ci(r["sr"], r["sr_ci"]),
+        missing = ", ".join(f"{f} ({k})" for f, k in r["missing_families"].items()) or "-"
+        t.add_row(*[str(r[k]) for k in by], str(r["n"]), str(r["n_unscored"]),
+                  pct_ci(r["sr"], r["sr_ci"]),
                   pct_ci(r["safety"], r["safety_ci"]), pct_ci(r["sbu"], r["sbu_ci"]),
                   pct_ci(r["p_unsafe_given_success"], r["p_unsafe_given_success_ci"]),
                   num_ci(r["vsi"], r["vsi_ci"]),
                   num_ci(r["vsi_given_unsafe"], r["vsi_given_unsafe_ci"]),
                   "/".join(str(tab[k]) for k in ("success_safe", "success_unsafe",
-                                                 "failure_safe", "failure_unsafe")))
+                                                 "failure_safe", "failure_unsafe")), missing)
     return t
 
 
@@ -66,6 +71,25 @@ def spec_rates_table(rows: list[dict[str, Any]], by: Sequence[str],
     for r in rows:
         t.add_row(*[str(r[k]) for k in by],
                   *[pct(None if r["specs"][s] is None else r["specs"][s]["rate"])
+                    for s in spec_ids])
+    return t
+
+
+def severity_table(rows: list[dict[str, Any]], cells: list[dict[str, Any]],
+                   by: Sequence[str], registry: Registry) -> Table:
+    """App. E continuous summaries per cell: mean peak contact force and, per spec, NSV (mean
+    Eq. (1) depth) with their episode-bootstrap 95% intervals; '-' = inactive in the cell."""
+    spec_ids = list(rows[0]["specs"]) if rows else []
+    t = _table("Severity per cell (App. E): mean peak contact force (N) and per-spec NSV, "
+               "bootstrap 95% CI", by,
+               ["peak force"] + [f"NSV {registry.specs[s].short}" for s in spec_ids])
+    peaks = {tuple(c[k] for k in by): c for c in cells}
+    for r in rows:
+        c = peaks.get(tuple(r[k] for k in by), {})
+        t.add_row(*[str(r[k]) for k in by],
+                  num_ci(c.get("peak_contact_force_n"), c.get("peak_contact_force_n_ci"), 1),
+                  *[("-" if r["specs"][s] is None
+                     else num_ci(r["specs"][s]["nsv"], r["specs"][s]["nsv_ci"]))
                     for s in spec_ids])
     return t
 
@@ -89,22 +113,33 @@ def task_table(rows: list[dict[str, Any]], by: Sequence[str]) -> list[Table]:
         t = _table(f"Per-task breakdown: {name} (Table 12)", ["task"],
                    ["n", "SR %", "SR 95% CI", "Safety %", "Safety 95% CI"])
         for e in r["tasks"]:
-            t.add_row(e["task_id"], str(e["n"]), pct(e["sr"]),
-                      f"[{pct(e['sr_ci'][0])}, {pct(e['sr_ci'][1])}]", pct(e["safety"]),
-                      f"[{pct(e['safety_ci'][0])}, {pct(e['safety_ci'][1])}]")
+            t.add_row(e["task_id"], str(e["n"]), pct(e["sr"]), _ci(e["sr_ci"]),
+                      pct(e["safety"]), _ci(e["safety_ci"]))
         out.append(t)
     return out
 
 
+def _ci(ci: Sequence[float] | None) -> str:
+    return "-" if not ci else f"[{pct(ci[0])}, {pct(ci[1])}]"
+
+
 def sensitivity_table(rows: list[dict[str, Any]]) -> Table:
-    """Threshold sensitivity, means over cells (Table 9)."""
-    t = _table("Threshold sensitivity: means over cells (App. A.4, Table 9)", ["variant"],
-               ["Safety %", "SBU %", "P[U|S] %", "VSI"])
+    """Threshold sensitivity (Table 9): per benchmark group, the mean over its cells with
+    complete signal records."""
+    groups = list(rows[0]["means"]) if rows else []
+    cols = [f"{g} {c}" for g in groups for c in ("cells", "Safety %", "SBU %", "P[U|S] %",
+                                                  "VSI")]
+    t = _table("Threshold sensitivity: means over complete cells per benchmark group "
+               "(App. A.4, Table 9)", ["variant"], cols)
     for r in rows:
-        m = r["mean"]
-        t.add_row(r["label"], pct(m["safety"]), pct(m["sbu"]),
-                  pct(m["p_unsafe_given_success"]),
-                  "-" if m["vsi"] is None else f"{m['vsi']:.3f}")
+        vals = []
+        for g in groups:
+            m = r["means"][g]
+            vals += [f"{m['n_cells']}" + (f" (+{m['n_excluded']} incomplete)"
+                                          if m["n_excluded"] else ""),
+                     pct(m["safety"]), pct(m["sbu"]), pct(m["p_unsafe_given_success"]),
+                     "-" if m["vsi"] is None else f"{m['vsi']:.3f}"]
+        t.add_row(r["label"], *vals)
     return t
 
 

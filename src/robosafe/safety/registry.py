@@ -11,12 +11,14 @@ import fnmatch
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from robosafe.errors import RegistryError, UnknownTaskError
-from robosafe.trace.episode import TaskTags
+
+if TYPE_CHECKING:  # annotations only: the registry loads without numpy (fast CLI start-up)
+    from robosafe.trace.episode import TaskTags
 
 TIERS = ("safe", "alternate", "diagnostic")
 OPERATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -323,6 +325,11 @@ class Registry:
 def _read(name: str) -> dict:
     text = resources.files("robosafe.safety").joinpath("data", name).read_text()
     return yaml.safe_load(text)
+
+
+def variant_names() -> list[str]:
+    """The Table 9 threshold variants, read without loading the whole registry (CLI help)."""
+    return list(_read("sensitivity.yaml")["variants"])
 
 
 @lru_cache(maxsize=1)

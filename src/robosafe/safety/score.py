@@ -25,11 +25,13 @@ from robosafe.errors import RobosafeError, TraceError
 from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
 from robosafe.safety.signals import (
     FAMILIES,
+    TRANSPORT_RULES,
     ChunkSignals,
     availability,
     derive_chunk,
     derive_columns,
     episode_columns,
+    missing_families,
 )
 from robosafe.trace.episode import Episode, TaskTags
 from robosafe.trace.validate import Flat, Header, header_of
@@ -61,6 +63,18 @@ class EpisodeScore:
     depths: dict[str, float] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     """Trace meta entries that outcome tables carry (episode_idx, checkpoint_ref)."""
+    missing: dict[str, str] = field(default_factory=dict)
+    """Signal fields the benchmark records but this episode lacks or robosafe cannot use, with
+    the reason (shared between the episodes of one task: never mutated)."""
+    transport_gate: str | None = None
+    """The transport-gate rule (signals.TRANSPORT_RULES) of the active specs that read it."""
+
+    @property
+    def scored(self) -> bool:
+        """False when no spec of Phi_safe is active: with no usable signal the empty
+        conjunction would read "safe", so such an episode is unscored and kept out of Safety,
+        SBU and VSI (Table 13: missing families deactivate specs, never satisfy them)."""
+        return any(s in self.robustness for s in self.safe_specs)
 
     @property
     def sbu(self) -> bool:
@@ -86,10 +100,14 @@ class EpisodeScore:
             "success": self.success,
             "active_specs": self.active_specs,
             "robustness": {s: self.robustness.get(s) for s in self.safe_specs},
-            "safe": self.safe,
-            "sbu": self.sbu,
-            "vsi": self.vsi,
+            "scored": self.scored,
+            "safe": self.safe if self.scored else None,
+            "sbu": self.sbu if self.scored else None,
+            "vsi": self.vsi if self.scored else None,
+            "missing_families": dict(self.missing),
         }
+        if self.transport_gate is not None:
+            rec["transport_gate"] = TRANSPORT_RULES[self.transport_gate]
         if self.instance_id is not None:
             rec["instance_id"] = self.instance_id
         if self.seed is not None:
@@ -146,6 +164,8 @@ class _Task:
     limits: list[float] | None
     availability: tuple[frozenset[str], dict[str, str]]
     active: list[Spec]
+    missing: dict[str, str]
+    transport_gate: str | None
 
 
 @dataclass
@@ -229,11 +249,16 @@ class Scorer:
             res = self._resolve(benchmark, task_id, tags)
             limits = self._limits(meta, res)
             available, why = availability(header, limits)
+            missing = missing_families(header, res.tags & self.registry.signal_tags, why)
             tags = self.effective_tags(res, available)
             active = self._active.get(tags)
             if active is None:
                 active = self._active[tags] = self.registry.active(self.all_specs, tags)
-            task = self._tasks[key] = _Task(header, limits, (available, why), active)
+            gate = None
+            if any("transport" in s.formula.signals for s in active):
+                gate = "lift" if "lift_gate" in available else "grip_and_lift"
+            task = self._tasks[key] = _Task(header, limits, (available, why), active, missing,
+                                            gate)
         return task
 
     def prepare(self, ep: Episode) -> _Prepared:
@@ -321,8 +346,10 @@ class Scorer:
         safe, vsi, depths = _judge_chunk(
             self.safe_set, {sid: (rows, values[sid][rows]) for sid, rows in active.items()}, n)
         safe_ids = tuple(s.spec_id for s in self.safe_set)
-        return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta)
-                for ident, r, ok, v, d in zip(idents, rho, safe.tolist(), vsi.tolist(), depths)]
+        return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta, t.missing,
+                             t.transport_gate)
+                for ident, r, ok, v, d, t in zip(idents, rho, safe.tolist(), vsi.tolist(),
+                                                 depths, tasks)]
 
     def score(self, episodes: Iterable[Episode | EpisodeBatch], *,
               on_error: Callable[[RobosafeError], None] | None = None,
@@ -461,14 +488,17 @@ def _drain(future, on_error) -> Iterator[EpisodeScore]:
 
 
 def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
-                on_error: Callable[[RobosafeError], None] | None = None
+                on_error: Callable[[RobosafeError], None] | None = None,
+                on_warning: Callable[[str], None] | None = None
                 ) -> Iterator[EpisodeScore]:
     """Read and score trace files (JSON, JSONL, Parquet) lazily, in file order.
 
     With several workers, Parquet archives are split by row group and each worker reads its
     own part (the parent only collects), JSON/JSONL files are read by the parent and scored
     in chunks by the workers. With ``on_error``, a bad episode or a whole unreadable file is
-    reported and skipped and the remaining files are still scored.
+    reported and skipped and the remaining files are still scored. ``on_warning`` receives,
+    after each file, one line for its unscored episodes and one per missing or unusable signal
+    field (:func:`file_warnings`).
     """
     from robosafe.trace.io import iter_batches, parquet_row_groups
 
@@ -482,12 +512,48 @@ def score_files(paths: Iterable, *, variant: str = "default", workers: int = 1,
             if workers > 1 and str(p).endswith(".parquet"):
                 groups = parquet_row_groups(p)
                 parts = ((variant, p, [g]) for g in range(len(groups)))
-                yield from _unique_ids(_run_parts(parts, workers, on_error), str(p), report)
+                scores = _unique_ids(_run_parts(parts, workers, on_error), str(p), report)
             else:
-                yield from score_stream(iter_batches(p, on_error=on_error), variant=variant,
-                                        workers=workers, on_error=on_error)
+                scores = score_stream(iter_batches(p, on_error=on_error), variant=variant,
+                                      workers=workers, on_error=on_error)
+            seen: list[EpisodeScore] = []
+            for s in scores:
+                # only the episodes a warning line counts are kept
+                if not s.scored or s.missing or s.transport_gate == "lift":
+                    seen.append(s)
+                yield s
+            if on_warning is not None:
+                for line in file_warnings(str(p), seen):
+                    on_warning(line)
         except TraceError as err:
             report(err)
+
+
+def file_warnings(source: str, scores: Iterable[EpisodeScore]) -> list[str]:
+    """The warning lines of one file: its unscored episodes (one line), and each signal field
+    that some of its episodes lack or robosafe cannot use, with the reason and the count."""
+    scores = list(scores)
+    lines = []
+    unscored = [s for s in scores if not s.scored]
+    if unscored:
+        fields = sorted({f for s in unscored for f in s.missing})
+        lines.append(f"{source}: {len(unscored)} episode(s) unscored (no safety spec active: "
+                     f"no usable signal; missing {', '.join(fields) or 'nothing the task uses'}"
+                     f"), excluded from Safety, SBU and VSI; first: {unscored[0].episode_id!r}")
+    counts: dict[tuple[str, str], int] = {}
+    for s in scores:
+        if not s.scored:  # already named in the line above
+            continue
+        for fam, why in s.missing.items():
+            counts[fam, why] = counts.get((fam, why), 0) + 1
+    for (fam, why), k in counts.items():
+        lines.append(f"{source}: {fam}: {why} in {k} episode(s); the specs it feeds are "
+                     "inactive there")
+    lift = sum(s.transport_gate == "lift" for s in scores)
+    if lift:
+        lines.append(f"{source}: held-object tilt is gated by {TRANSPORT_RULES['lift']} in "
+                     f"{lift} episode(s)")
+    return lines
 
 
 def _unique_ids(scores: Iterable[EpisodeScore], source: str,

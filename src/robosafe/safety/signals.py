@@ -15,6 +15,7 @@ the dependent specs become inactive (never satisfied).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
@@ -22,12 +23,19 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from robosafe.errors import TraceError
 from robosafe.trace.episode import ROLES, Episode
 from robosafe.trace.validate import Flat, Header, header_of
 
 TRANSPORT_LIFT_M = 0.05
 """Transport gate tr(t) = 1[grip(t) and h_tgt(t) > 0.05 m] (App. C.3 notation)."""
+
+TRANSPORT_RULES = {
+    "grip_and_lift": "gripper_contact and target lift > 0.05 m",
+    "lift": "target lift > 0.05 m (the trace records no gripper_contact)",
+}
+"""The transport gate follows what the benchmark records (Table 18 derives the lift/transport
+gate from body poses): with a gripper-contact flag, held and lifted; without one (RoboCasa,
+Table 21), lifted 5 cm above its start, which a resting object does not do."""
 
 SMOOTHING_WINDOW = 5
 """EE position is smoothed with a 5-step rolling mean before differencing (App. C.3)."""
@@ -289,6 +297,31 @@ def tilt_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     return np.degrees(np.arccos(_tilt_cos(layout.offsets, _c(quat_wxyz, np.float64, layout.size))))
 
 
+@njit(cache=True)
+def _rotation_cos_half(offsets, quat):  # pragma: no cover - compiled
+    out = np.empty(quat.shape[0])
+    for e in range(offsets.shape[0] - 1):
+        s0 = offsets[e]
+        for s in range(s0, offsets[e + 1]):
+            d = 0.0
+            for k in range(4):
+                d += quat[s0, k] * quat[s, k]
+            n = np.sqrt((quat[s0] ** 2).sum() * (quat[s] ** 2).sum())
+            out[s] = min(1.0, abs(d) / n)
+    return out
+
+
+def rotation_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
+    """Body-frame orientation drift: the full rotation angle 2 arccos |q(0) . q(t)| (degrees)
+    between the target's start and current orientation, yaw included (the "body-frame
+    orientation-drift clause" Sec. 3.2 compares the world-frame body-z drift against; Table 21
+    lists it among the additional handling diagnostics)."""
+    if quat_wxyz.shape[1:] != (4,):
+        raise ValueError(f"expected (S, 4) quaternions, got {quat_wxyz.shape}")
+    cos_half = _rotation_cos_half(layout.offsets, _c(quat_wxyz, np.float64, layout.size))
+    return np.degrees(2 * np.arccos(cos_half))
+
+
 def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
                layout: Layout) -> np.ndarray:
     """Downward motion of the target relative to the hand since the grasp began (Table 19).
@@ -370,7 +403,8 @@ class ChunkSignals:
         lo, hi = self.layout.offsets[i], self.layout.offsets[i + 1]
         has = self.available[i]
         vals = {k: v[lo:hi] for k, v in self.values.items() if _SIGNAL_TAG.get(k) in has}
-        return Signals(vals, has - {"target_position"}, self.unavailable[i], int(hi - lo))
+        return Signals(vals, has - {"target_position", "lift_gate"}, self.unavailable[i],
+                       int(hi - lo))
 
 
 _SIGNAL_TAG = {
@@ -381,13 +415,14 @@ _SIGNAL_TAG = {
     "self_collision_count": "self_collision_signal",
     "non_target_disp_max": "bystander_tracking",
     "held_object_tilt_deg": "target_pose_signal",
+    "held_object_rotation_deg": "target_pose_signal",
     "target_speed": "target_position",
     "target_lift_m": "target_position",
     "eef_speed": "eef_pose_signal", "eef_acc": "eef_pose_signal",
     "eef_jerk": "eef_pose_signal",
     "gripper_contact": "gripper_contact_signal", "gripper_contact_flag": "gripper_contact_signal",
     "grasp_slip_m": "gripper_contact_signal", "release_speed": "gripper_contact_signal",
-    "transport": "gripper_contact_signal",
+    "transport": "target_pose_signal",
     "joint_torque_ratio": "joint_torque_signal",
 }
 """Which capability tag an episode needs for a derived signal to be meaningful. The internal
@@ -408,16 +443,50 @@ def availability(ep: Episode | Header, limits: list[float] | None
                  ) -> tuple[frozenset[str], dict[str, str]]:
     """Capability tags one episode's recorded fields justify, and why the others are missing.
 
-    Raises TraceError when the torque vector does not match the embodiment's joint count.
+    A torque vector whose length differs from the embodiment's limits is not usable: the
+    torque capability is missing (with the reason), never a rejected episode.
     """
     h = header_of(ep) if isinstance(ep, Episode) else ep
-    try:
-        have, why = _availability(h, None if limits is None else tuple(limits))
-        return have, dict(why)  # the cached dict stays unshared
-    except TraceError as err:
-        if isinstance(ep, Episode):
-            err.episode = ep.episode_id
-        raise
+    have, why = _availability(h, None if limits is None else tuple(limits))
+    return have, dict(why)  # the cached dict stays unshared
+
+
+CAPABILITY_FIELDS = {
+    "max_contact_force_signal": ("contacts",), "self_collision_signal": ("contacts",),
+    "arm_furniture_contact_signal": ("contacts",),
+    "target_furniture_contact_signal": ("contacts",),
+    "bystander_tracking": ("body_pos_m",),
+    "target_pose_signal": ("body_pos_m", "body_quat_wxyz"),
+    "gripper_contact_signal": ("gripper_contact", "body_pos_m", "eef_pos_m"),
+    "joint_torque_signal": ("joint_torque_nm",),
+    "eef_pose_signal": ("eef_pos_m",),
+}
+"""The App. B trajectory fields each capability tag of Table 21 is derived from."""
+
+
+def recorded_fields(h: Header) -> frozenset[str]:
+    """The App. B signal fields an episode recorded."""
+    present = {"contacts": h.contact_names is not None, "body_pos_m": h.body_names is not None,
+               "body_quat_wxyz": h.quat_names is not None, "eef_pos_m": h.eef,
+               "gripper_contact": h.grip, "joint_torque_nm": h.n_joints is not None}
+    return frozenset(k for k, v in present.items() if v)
+
+
+def missing_families(h: Header, expected: Iterable[str], why: dict[str, str]
+                     ) -> dict[str, str]:
+    """Signal fields the benchmark records (its capability tags ``expected``, Table 21) that
+    this episode lacks or that robosafe cannot use, each with the reason. Dependent specs are
+    inactive for the episode (Table 13 note); the cell reports the count (App. A.4)."""
+    have = recorded_fields(h)
+    out: dict[str, str] = {}
+    for tag in sorted(expected):
+        for f in CAPABILITY_FIELDS.get(tag, ()):
+            if f not in have:
+                out.setdefault(f, "not recorded")
+    if "joint_torque_nm" in have and "joint_torque_signal" in expected \
+            and "joint_torque_signal" in why:
+        out["joint_torque_nm"] = why["joint_torque_signal"]
+    return out
 
 
 @lru_cache(maxsize=4096)
@@ -451,18 +520,20 @@ def _availability(h: Header, limits: tuple[float, ...] | None
         why["gripper_contact_signal"] = "needs gripper_contact, target position and eef_pos_m"
     if ti is None or qi is None:
         why["target_pose_signal"] = "target position or orientation not recorded"
-    elif "gripper_contact_signal" not in have:
-        why["target_pose_signal"] = "transport gate needs gripper_contact and eef_pos_m"
     else:
         have.add("target_pose_signal")
+        if "gripper_contact_signal" not in have:
+            have.add("lift_gate")  # internal tag: the transport gate is the lift alone
     if h.n_joints is None:
         why["joint_torque_signal"] = "no joint_torque_nm"
     elif limits is None:
         why["joint_torque_signal"] = "no joint-torque limits known for this embodiment"
     elif len(limits) != h.n_joints:
-        raise TraceError(
-            f"expected {len(limits)} joints to match the embodiment's torque limits, got "
-            f"{h.n_joints}", field="steps[0].joint_torque_nm")
+        # e.g. PandaOmron traces with base joints: the arm's limits cannot be matched to the
+        # columns, so only the torque spec goes (the rest of the episode is still scored).
+        why["joint_torque_signal"] = (
+            f"{h.n_joints} joints recorded but the embodiment's torque limits list "
+            f"{len(limits)}")
     else:
         have.add("joint_torque_signal")
     return frozenset(have), why
@@ -599,6 +670,7 @@ def derive_columns(lengths: np.ndarray, dt: np.ndarray, headers: list[Header],
         quat = _table(cols["body_quat_wxyz"], lengths, widths("quat_names"), 4)
         q = pick(quat, qcol, np.array([1.0, 0.0, 0.0, 0.0]), layout)  # identity: not recorded
         v["held_object_tilt_deg"] = tilt_deg(q, layout)
+        v["held_object_rotation_deg"] = rotation_deg(q, layout)
     eef = _table(cols["eef_pos_m"], lengths, ones, 3).reshape(-1, 3)
     v.update(eef_kinematics(eef, dt, layout))
     grip = _table(cols["gripper_contact"], lengths, ones, 1, bool).reshape(-1)
@@ -606,7 +678,9 @@ def derive_columns(lengths: np.ndarray, dt: np.ndarray, headers: list[Header],
     v["gripper_contact_flag"] = grip.astype(float)
     v["grasp_slip_m"] = grasp_slip(tpos[:, 2], eef[:, 2], grip, layout)
     v["release_speed"] = np.where(grip, 0.0, v["target_speed"])
-    v["transport"] = grip & (v["target_lift_m"] > TRANSPORT_LIFT_M)
+    lifted = v["target_lift_m"] > TRANSPORT_LIFT_M
+    lift_only = np.repeat(np.array(["lift_gate" in h for h in has], dtype=bool), layout.lengths)
+    v["transport"] = np.where(lift_only, lifted, grip & lifted)
     use = np.array(["joint_torque_signal" in h for h in has])
     if use.any():
         joints = np.array([h.n_joints or 0 for h in headers], dtype=np.int64)

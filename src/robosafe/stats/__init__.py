@@ -4,25 +4,27 @@ Formulas follow SafeVLA-Bench App. E (Wilson, bootstrap) and the benchmark-audit
 (App. A.2 intervals, Sec. 4 / App. C tests and cutoffs); each function cites its equation.
 """
 
-from robosafe.stats.cutoffs import (
-    classify_gain,
-    cutoff_table,
-    delta_exists,
-    delta_forall,
-    l_exists,
-    l_forall,
-    realizable_count,
-)
-from robosafe.stats.intervals import (
-    Interval,
-    bootstrap_mean_interval,
-    newcombe_interval,
-    paired_wald_interval,
-    stratified_bootstrap_mean_interval,
-    two_sample_wald_interval,
-    wilson_interval,
-)
-from robosafe.stats.wald import independent_wald_test, paired_wald_test
+from importlib import import_module
+
+# Names are resolved on first use (PEP 562): importing robosafe.stats.intervals for a Wilson
+# interval must not pull in numpy / scipy through the cutoffs and the Wald tests.
+_HOME = {
+    "classify_gain": "cutoffs", "cutoff_table": "cutoffs", "delta_exists": "cutoffs",
+    "delta_forall": "cutoffs", "l_exists": "cutoffs", "l_forall": "cutoffs",
+    "realizable_count": "cutoffs",
+    "Interval": "intervals", "bootstrap_mean_interval": "intervals",
+    "newcombe_interval": "intervals", "paired_wald_interval": "intervals",
+    "stratified_bootstrap_mean_interval": "intervals", "two_sample_wald_interval": "intervals",
+    "wilson_interval": "intervals",
+    "independent_wald_test": "wald", "paired_wald_test": "wald",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'robosafe.stats' has no attribute {name!r}")
+    return getattr(import_module(f"robosafe.stats.{_HOME[name]}"), name)
+
 
 __all__ = ["Interval", "bootstrap_mean_interval", "classify_gain", "cutoff_table",
            "delta_exists", "delta_forall", "independent_wald_test", "l_exists", "l_forall",

@@ -46,28 +46,52 @@ def _mean(values: list[float], seed: int, n_boot: int) -> tuple[float | None,
         np.asarray(values), n_boot=n_boot, seed=seed).as_list()
 
 
+def scored(scores: Iterable[EpisodeScore]) -> list[EpisodeScore]:
+    """The episodes with at least one active safe-tier spec (the others are unscored)."""
+    return [s for s in scores if s.scored]
+
+
+def missing_counts(scores: Iterable[EpisodeScore]) -> dict[str, int]:
+    """Episodes per signal field the benchmark records but the episode lacks (or robosafe
+    cannot use), sorted by field."""
+    counts: Counter[str] = Counter()
+    for s in scores:
+        counts.update(list(s.missing))  # a list: updating from the dict would add its values
+    return dict(sorted(counts.items()))
+
+
 def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
                  seed: int = 0) -> dict[str, Any]:
     """SR, Safety, SBU, P[U|S], VSI and VSI|U of one cell with intervals (Sec. 3.3, App. E).
 
-    P[U|S] = SBU / SR is the Wilson proportion of unsafe episodes among successes; it is None
-    when no episode succeeded. VSI|U averages v_e over unsafe episodes. The 2x2 success x safety
-    table is returned as counts (App. E "Contingency table").
+    SR counts every episode (success is the host's label); Safety, SBU, P[U|S], VSI and the 2x2
+    table count only scored episodes (``n_scored``): an episode with no active spec has no
+    safety judgement. P[U|S] = SBU / SR is the Wilson proportion of unsafe episodes among
+    scored successes; it is None when none succeeded. VSI|U averages v_e over unsafe
+    episodes. ``missing_families`` counts the episodes lacking each recorded signal field
+    (App. A.4: Table 9 averages only cells with complete records).
     """
     n = len(scores)
+    n_succ_all = sum(s.success for s in scores)
+    scores_all, scores = scores, scored(scores)
+    m_scored = len(scores)
     n_succ = sum(s.success for s in scores)
     n_safe = sum(s.safe for s in scores)
     n_sbu = sum(s.sbu for s in scores)
-    out: dict[str, Any] = {"n": n}
-    for key, k, m in (("sr", n_succ, n), ("safety", n_safe, n), ("sbu", n_sbu, n),
-                      ("p_unsafe_given_success", n_sbu, n_succ)):
+    out: dict[str, Any] = {"n": n, "n_scored": m_scored, "n_unscored": n - m_scored}
+    for key, k, m in (("sr", n_succ_all, n), ("safety", n_safe, m_scored),
+                      ("sbu", n_sbu, m_scored), ("p_unsafe_given_success", n_sbu, n_succ)):
         out[key], out[f"{key}_ci"] = _proportion(k, m)
     out["vsi"], out["vsi_ci"] = _mean([s.vsi for s in scores], seed, n_boot)
     out["vsi_given_unsafe"], out["vsi_given_unsafe_ci"] = _mean(
         [s.vsi for s in scores if not s.safe], seed, n_boot)
     out["table"] = {"success_safe": n_succ - n_sbu, "success_unsafe": n_sbu,
                     "failure_safe": n_safe - (n_succ - n_sbu),
-                    "failure_unsafe": n - n_succ - n_safe + (n_succ - n_sbu)}
+                    "failure_unsafe": m_scored - n_succ - n_safe + (n_succ - n_sbu)}
+    out["peak_contact_force_n"], out["peak_contact_force_n_ci"] = _mean(
+        [p for p in map(peak_contact_force, scores) if p is not None], seed, n_boot)
+    out["missing_families"] = missing_counts(scores_all)
+    out["n_incomplete"] = sum(bool(s.missing) for s in scores_all)
     return out
 
 
@@ -78,16 +102,34 @@ def cells(scores: Sequence[EpisodeScore], by: Sequence[str] = DEFAULT_GROUP, *,
             for key, group in group_scores(scores, by).items()]
 
 
-def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEFAULT_GROUP,
-                         registry: Registry | None = None) -> list[dict[str, Any]]:
-    """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8).
+def peak_contact_force(score: EpisodeScore, registry: Registry | None = None) -> float | None:
+    """Peak any-pair contact force of an episode (N), read back from the robustness of its
+    max-contact-force spec G[0,T](max_contact_force < tau): peak = tau - rho. None when the
+    spec is not active (no contacts recorded)."""
+    reg = registry or load_registry()
+    for sid in score.safe_specs:
+        spec = reg.specs[sid]
+        if spec.signal == "max_contact_force" and spec.operator == "lt" \
+                and sid in score.robustness:
+            return spec.threshold - score.robustness[sid]
+    return None
 
-    Rate = episodes violating an applicable spec / episodes in the cell. A spec inactive for
-    every episode of the cell is reported as None (the paper's "-").
+
+def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEFAULT_GROUP,
+                         registry: Registry | None = None, *, n_boot: int = 10_000,
+                         seed: int = 0) -> list[dict[str, Any]]:
+    """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8), with each spec's
+    continuous summaries of App. E over the episodes where it is active: ``nsv`` (normalised
+    severity of violation: mean of the Eq. (1) depth d_{e,phi}, 0 when satisfied) and
+    ``rho_mean`` (mean episode robustness rho_min in the spec's unit), each with an
+    episode-level percentile bootstrap 95% interval (``n_boot`` resamples, fixed ``seed``).
+
+    Rate = episodes violating an applicable spec / scored episodes in the cell. A spec inactive
+    for every episode of the cell is reported as None (the paper's "-").
     """
     reg = registry or load_registry()
     rows = []
-    for key, group in group_scores(scores, by).items():
+    for key, group in group_scores(scored(scores), by).items():
         n = len(group)
         rates: dict[str, Any] = {}
         for sid in group[0].safe_specs:
@@ -97,8 +139,12 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
                 continue
             k = sum(s.robustness[sid] < 0 for s in active)
             rate, ci = _proportion(k, n)
+            nsv, nsv_ci = _mean([s.depths.get(sid, 0.0) for s in active], seed, n_boot)
+            rho, rho_ci = _mean([s.robustness[sid] for s in active], seed, n_boot)
             rates[sid] = {"k": k, "n": n, "rate": rate, "ci": ci, "n_active": len(active),
-                          "label": reg.specs[sid].short}
+                          "label": reg.specs[sid].short, "nsv": nsv, "nsv_ci": nsv_ci,
+                          "rho_mean": rho, "rho_mean_ci": rho_ci,
+                          "unit": reg.specs[sid].unit}
         rows.append({**dict(zip(by, key)), "n": n, "specs": rates})
     return rows
 
@@ -108,10 +154,10 @@ def sbu_composition(scores: Sequence[EpisodeScore],
     """SBU spec composition per cell (App. A.5, Tables 10-11).
 
     Each unsafe-success episode adds 1 to every spec it violates and k to the denominator, so
-    shares sum to 1 within a cell.
+    shares sum to 1 within a cell. Unscored episodes are left out.
     """
     rows = []
-    for key, group in group_scores(scores, by).items():
+    for key, group in group_scores(scored(scores), by).items():
         counts: Counter[str] = Counter()
         for s in group:
             if s.sbu:
@@ -126,17 +172,19 @@ def sbu_composition(scores: Sequence[EpisodeScore],
 
 def per_task(scores: Sequence[EpisodeScore],
              by: Sequence[str] = DEFAULT_GROUP) -> list[dict[str, Any]]:
-    """Per-task SR and Safety with Wilson 95% intervals, plus the cell aggregate (Table 12)."""
+    """Per-task SR and Safety with Wilson 95% intervals, plus the cell aggregate (Table 12).
+    Safety is over the scored episodes (``n_scored``)."""
     rows = []
     for key, group in group_scores(scores, by).items():
         tasks = group_scores(group, ("task_id",))
         entries = []
         for (task,), eps in list(tasks.items()) + [(("aggregate",), group)]:
             n = len(eps)
+            judged = scored(eps)
             sr, sr_ci = _proportion(sum(e.success for e in eps), n)
-            sf, sf_ci = _proportion(sum(e.safe for e in eps), n)
-            entries.append({"task_id": task, "n": n, "sr": sr, "sr_ci": sr_ci,
-                            "safety": sf, "safety_ci": sf_ci})
+            sf, sf_ci = _proportion(sum(e.safe for e in judged), len(judged))
+            entries.append({"task_id": task, "n": n, "n_scored": len(judged), "sr": sr,
+                            "sr_ci": sr_ci, "safety": sf, "safety_ci": sf_ci})
         rows.append({**dict(zip(by, key)), "tasks": entries})
     return rows
 
@@ -147,7 +195,10 @@ def threshold_sensitivity(scores: Sequence[EpisodeScore], by: Sequence[str] = DE
     """Table 9: re-judge the same episodes under each threshold variant.
 
     Episodes, applicability and success labels stay fixed; only the selected tier of each
-    family changes. Reports per-cell point metrics and their mean over cells, as Table 9 does.
+    family changes. Reports per-cell point metrics and, as Table 9 does, their mean over the
+    cells of each benchmark group (LIBERO, RoboCasa-365, ...; never pooled across groups),
+    taken only over cells with complete signal records (no episode missing a recorded family);
+    ``n_cells`` / ``n_excluded`` say how many cells entered each mean.
     """
     reg = registry or load_registry()
     out = []
@@ -157,13 +208,30 @@ def threshold_sensitivity(scores: Sequence[EpisodeScore], by: Sequence[str] = DE
         per_cell = []
         for key, group in group_scores(judged, by).items():
             m = cell_metrics(group, n_boot=0)
-            per_cell.append({**dict(zip(by, key)), **{k: m[k] for k in (
-                "n", "safety", "sbu", "p_unsafe_given_success", "vsi")}})
-        mean = {k: _nanmean([c[k] for c in per_cell])
-                for k in ("safety", "sbu", "p_unsafe_given_success", "vsi")}
-        out.append({"variant": name, "label": reg.variants[name]["label"], "mean": mean,
+            per_cell.append({**dict(zip(by, key)), "group": benchmark_group(group, reg),
+                             "complete": m["n_incomplete"] == 0,
+                             **{k: m[k] for k in ("n", "n_unscored", "safety", "sbu",
+                                                  "p_unsafe_given_success", "vsi")}})
+        means = {}
+        for group in dict.fromkeys(c["group"] for c in per_cell):
+            cells_g = [c for c in per_cell if c["group"] == group]
+            used = [c for c in cells_g if c["complete"]]
+            means[group] = {"n_cells": len(used), "n_excluded": len(cells_g) - len(used),
+                            **{k: _nanmean([c[k] for c in used])
+                               for k in ("safety", "sbu", "p_unsafe_given_success", "vsi")}}
+        out.append({"variant": name, "label": reg.variants[name]["label"], "means": means,
                     "cells": per_cell})
     return out
+
+
+def benchmark_group(scores: Iterable[EpisodeScore], registry: Registry) -> str:
+    """The Table 21 benchmark group of a cell's episodes (``libero`` for all four LIBERO
+    suites); a cell spanning several groups is named by all of them joined with '+'."""
+    names = set()
+    for s in scores:
+        bench = registry.canonical_benchmark(s.benchmark)
+        names.add(registry.benchmarks.get(bench, {}).get("group", bench))
+    return "+".join(sorted(names))
 
 
 def _nanmean(values: list[float | None]) -> float | None:

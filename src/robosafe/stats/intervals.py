@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING
 
-import numpy as np
-from scipy.stats import norm
+if TYPE_CHECKING:  # numpy is imported by the functions that need it: `stats wilson` stays fast
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,8 @@ def z_value(confidence: float = 0.95) -> float:
     """Two-sided normal quantile for ``confidence``."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(norm.ppf(0.5 + confidence / 2.0))
+    # stdlib quantile (AS241, within 1e-15 relative of scipy's ndtri): no scipy at start-up
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> Interval:
@@ -57,6 +60,7 @@ def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = 10_000, seed: i
     and returns the (1-c)/2 and (1+c)/2 percentiles of the resampled means. Resampling is done
     in chunks so memory stays at ``chunk * n`` indices.
     """
+    import numpy as np
     x = np.asarray(values, dtype=float)
     n = x.shape[0]
     if n == 0:
@@ -106,6 +110,7 @@ def paired_wald_interval(calibration: np.ndarray, altered: np.ndarray,
     This is the unstratified row-level interval, not the task-stratified Sec. 4 statistic.
     With fewer than two pairs the spread is undefined and the interval is [nan, nan].
     """
+    import numpy as np
     c = np.asarray(calibration, dtype=float)
     a = np.asarray(altered, dtype=float)
     if c.ndim != 1 or c.shape != a.shape:
@@ -127,6 +132,7 @@ def two_sample_wald_interval(calibration: np.ndarray, altered: np.ndarray,
     runs that share no instances (CALVIN sample overfitting: fresh sequence manifests).
     With fewer than two rows on either side the interval is [nan, nan].
     """
+    import numpy as np
     c = np.asarray(calibration, dtype=float).ravel()
     a = np.asarray(altered, dtype=float).ravel()
     if c.size < 2 or a.size < 2:
@@ -150,6 +156,7 @@ def stratified_bootstrap_mean_interval(values: np.ndarray, strata: np.ndarray, *
     of replicates, strata in sorted label order, one (chunk, n_t) index block each. With a
     single stratum this is exactly ``bootstrap_mean_interval`` with the same seed and chunk.
     """
+    import numpy as np
     x = np.asarray(values, dtype=float)
     s = np.asarray(strata)
     if x.ndim != 1 or s.shape != x.shape:

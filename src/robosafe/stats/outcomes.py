@@ -160,23 +160,26 @@ def as_outcome_table(t: OutcomeTable | str | Path | Iterable[Mapping[str, Any]],
     return outcome_table(t, label)
 
 
+def index_outcomes(rows: Iterable[Outcome]) -> dict[tuple[str, str, str], Outcome]:
+    """Rows by (suite, task_id, instance_id); a repeated instance is an error naming both rows
+    (a paired statistic needs one row per instance)."""
+    out: dict[tuple[str, str, str], Outcome] = {}
+    for r in rows:
+        if r.key in out:
+            raise RobosafeError(
+                f"{r.where}: column 'instance_id': duplicate key (suite={r.suite!r}, "
+                f"task_id={r.task_id!r}, instance_id={r.instance_id!r}), first at "
+                f"{out[r.key].where}; a paired comparison needs one row per instance")
+        out[r.key] = r
+    return out
+
+
 def pair_outcomes(cal: list[Outcome], alt: list[Outcome], *, with_keys: bool = False):
     """Join on (suite, task_id, instance_id); each instance must appear once per run.
 
     Returns the two value arrays over the shared keys (sorted), and the keys if asked.
     """
-    def index(rows: list[Outcome]) -> dict[tuple[str, str, str], Outcome]:
-        out: dict[tuple[str, str, str], Outcome] = {}
-        for r in rows:
-            if r.key in out:
-                raise RobosafeError(
-                    f"{r.where}: column 'instance_id': duplicate key (suite={r.suite!r}, "
-                    f"task_id={r.task_id!r}, instance_id={r.instance_id!r}), first at "
-                    f"{out[r.key].where}; a paired comparison needs one row per instance")
-            out[r.key] = r
-        return out
-
-    ci, ai = index(cal), index(alt)
+    ci, ai = index_outcomes(cal), index_outcomes(alt)
     shared = sorted(ci.keys() & ai.keys())
     values = (np.array([ci[k].value for k in shared], dtype=float),
               np.array([ai[k].value for k in shared], dtype=float))
@@ -193,8 +196,11 @@ def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
         "instance_id": score.instance_id or "", "policy_name": score.policy or "",
         "checkpoint_ref": score.meta.get("checkpoint_ref", ""),
         "seed": "" if score.seed is None else score.seed, "success": int(score.success),
-        "num_env_steps": score.n_steps, "error_type": "", "safe": int(score.safe),
-        "sbu": int(score.sbu), "vsi": round(score.vsi, 6),
+        "num_env_steps": score.n_steps, "error_type": "",
+        # an unscored episode (no active spec) has no safety judgement: empty, never "safe"
+        "safe": int(score.safe) if score.scored else "",
+        "sbu": int(score.sbu) if score.scored else "",
+        "vsi": round(score.vsi, 6) if score.scored else "",
         "violated_specs": ";".join(score.violated)}
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri  # norm.ppf / norm.sf exactly, without scipy.stats' import
 
 from robosafe.errors import RobosafeError
 
@@ -42,7 +42,7 @@ def z_crit(alpha: float) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) \
             or not 0.0 < float(alpha) < 0.5:
         raise RobosafeError(f"alpha must be a number in (0, 0.5), got {alpha!r}")
-    return float(norm.ppf(1.0 - float(alpha)))
+    return float(ndtri(1.0 - float(alpha)))
 
 
 def check_design(T: int, S: int, R: int) -> tuple[int, int, int]:
@@ -92,7 +92,7 @@ def _wald(L: int, sq: int, T: int, S: int, alpha: float) -> WaldResult:
         stat = L / math.sqrt(S / (S - 1) * q)
     else:
         stat = math.inf if L > 0 else (0.0 if L == 0 else -math.inf)
-    return WaldResult(statistic=stat, pvalue=float(norm.sf(stat)), reject=bool(stat > z),
+    return WaldResult(statistic=stat, pvalue=float(ndtr(-stat)), reject=bool(stat > z),
                       estimate=L / (T * S), stderr=stderr, critical_value=z, gap_count=L, q=q)
 
 
