@@ -247,15 +247,9 @@ class LiberoEnv:
 
     def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
         """Run ``policy`` until success or the step limit; the last info and the actions."""
-        policy.reset(self.task_info())
-        info: dict = self._info()
-        actions: list = []
-        for _ in range(min(max_steps or self.horizon, self.horizon)):
-            actions.append(policy.act(obs))
-            obs, _, terminated, truncated, info = self.step(actions[-1])
-            if terminated or truncated:
-                break
-        return info, actions
+        from robosafe.policies.base import play
+
+        return play(self, policy, obs, max_steps)
 
     def _observe(self, obs: dict) -> dict:
         out = dict(obs)

@@ -116,6 +116,22 @@ class ReplayPolicy:
         return a
 
 
+def play(env, policy: Policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+    """One episode loop for every host env (robosafe's TaskEnv, LIBERO's): ``policy.reset`` with
+    the env's task info, then act and step from ``obs`` (what ``env.reset`` returned) until the
+    episode terminates or truncates, or ``max_steps`` (at most the env's horizon). Returns the
+    last info and the actions taken."""
+    policy.reset(env.task_info())
+    info: dict = {"success": env.success}
+    actions: list = []
+    for _ in range(min(max_steps or env.horizon, env.horizon)):
+        actions.append(policy.act(obs))
+        obs, _, terminated, truncated, info = env.step(actions[-1])
+        if terminated or truncated:
+            break
+    return info, actions
+
+
 def policy_kind(spec: str) -> str:
     """The kind of a policy spec (random, zero, replay, scripted, remote); unknown -> error."""
     if spec in ("random", "zero"):

@@ -228,15 +228,9 @@ class TaskEnv:
     def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
         """Run ``policy`` from the observation ``reset`` returned until the episode ends (or
         ``max_steps``); the last info and the actions taken."""
-        policy.reset(self.task_info())
-        info: dict = {"success": self.success}
-        actions: list = []
-        for _ in range(min(max_steps or self.horizon, self.horizon)):
-            actions.append(policy.act(obs))
-            obs, _, terminated, truncated, info = self.step(actions[-1])
-            if terminated or truncated:
-                break
-        return info, actions
+        from robosafe.policies.base import play
+
+        return play(self, policy, obs, max_steps)
 
     def _freeze(self, terms: list[float]) -> None:
         """VLA-Arena App. 7.4: a moving object stops at its first violation of a term."""
