@@ -589,3 +589,30 @@ def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_p
                            capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["crashed"] == 0
+
+
+def test_openpi_libero_adapter_replans_every_five_actions():
+    """openpi's LIBERO client executes 5 actions of each 10-action chunk before asking again."""
+
+    class Chunk:
+        name = "chunk"
+
+        def reset(self, task_info):
+            self.k = 0
+
+        def act(self, observation):
+            self.k += 1
+            return np.tile(np.arange(7.0) + 100 * self.k, (10, 1))
+
+    img = np.zeros((8, 8, 3), dtype=np.uint8)
+    obs = {"agentview_image": img, "robot0_eye_in_hand_image": img,
+           "robot0_eef_pos": np.zeros(3), "robot0_eef_quat": np.array([0, 0, 0, 1.0]),
+           "robot0_gripper_qpos": np.zeros(2)}
+    with PolicyServer(Chunk).start() as server:
+        p = RemotePolicy(server.url, adapter="openpi-libero")
+        assert p.replan_steps == 5
+        p.reset({"action_dim": 7, "instruction": "x"})
+        firsts = [p.act(obs)[0] for _ in range(12)]
+        p.close()
+    assert firsts == [100.0] * 5 + [200.0] * 5 + [300.0] * 2
+    assert p.requests == 3

@@ -248,8 +248,10 @@ class RemotePolicy:
         self.privileged = privileged
         self.replan_steps = replan_steps
         self.max_reply_bytes = int(max_reply_bytes)
-        check_adapter(adapter)
+        spec = check_adapter(adapter)
         self.adapter = adapter
+        if replan_steps is None and spec.get("replan_steps") is not None:
+            self.replan_steps = int(spec["replan_steps"])
         # the key comes from the environment, never from a command line (shell history, ps)
         self._api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.metadata: dict[str, Any] = {}
