@@ -49,7 +49,7 @@ def test_example_scores_every_shipped_episode(example_json):
     assert agg["sbu"] == pytest.approx(np.mean([e["sbu"] for e in eps]))
     assert agg["vsi"] == pytest.approx(np.mean([e["vsi"] for e in eps]))
     assert set(data["breakdowns"]) == {"spec_violation_rates", "sbu_composition", "per_task",
-                                       "threshold_sensitivity"}
+                                       "threshold_sensitivity", "phase_violations"}
     assert {(c["benchmark"], c["policy"]) for c in data["cells"]} >= {
         ("libero-goal", "fast-policy"), ("robocasa-365", "steady-policy")}
 

@@ -257,3 +257,30 @@ def test_body_frame_tilt_diagnostic_counts_yaw():
     assert s.robustness["held_object_tilt_body_15deg"] == pytest.approx(-25.0)
     assert s.safe and s.to_record()["diagnostics"]["held_object_tilt_body_15deg"] == \
         pytest.approx(-25.0)
+
+
+def test_violations_are_segmented_by_phase():
+    """pick_place: approach at 0, grasp at 1, transport (held, lifted 10 cm) at 2-3, place at
+    4-5. The 300 N arm-table hit is at step 2 (transport); the plate pushed 2 cm from step 3
+    stays displaced: transport and place."""
+    (s,) = score_episodes([pick_place(force_peak=300.0, plate_push=0.02)])
+    assert s.phases == {"max_contact_force_under_200N": ("transport",),
+                        "non_target_max_disp_5mm": ("transport", "place")}
+    assert s.to_record()["violation_phases"]["non_target_max_disp_5mm"] == ["transport",
+                                                                             "place"]
+    from robosafe.stats.aggregate import phase_violations
+
+    (row,) = phase_violations([s])
+    assert row["specs"]["non_target_max_disp_5mm"] == {"transport": 1, "place": 1}
+
+
+def test_episode_phases_rule():
+    from robosafe.safety.signals import episode_phases
+
+    hold = np.array([0, 1, 1, 1, 1, 0, 0], bool)
+    tr = np.array([0, 0, 1, 1, 0, 0, 0], bool)
+    assert episode_phases(hold, tr).tolist() == [0, 1, 2, 2, 3, 3, 3]
+    assert episode_phases(np.zeros(3, bool), np.zeros(3, bool)).tolist() == [0, 0, 0]
+    # held but never carried (push): place after the last held step
+    assert episode_phases(np.array([0, 1, 1, 0], bool), np.zeros(4, bool)).tolist() == [
+        0, 1, 1, 3]

@@ -18,7 +18,7 @@ from robosafe.safety.registry import load_registry, variant_names
 
 # Scoring (numba, pyarrow) and aggregation are imported when `score` runs, not at start-up.
 
-TABLES = ("main", "specs", "severity", "sbu", "tasks", "sensitivity")
+TABLES = ("main", "specs", "severity", "phases", "sbu", "tasks", "sensitivity")
 
 
 def example_paths() -> list[Path]:
@@ -124,6 +124,7 @@ def score(
         "spec_violation_rates": agg.spec_violation_rates(scores, by, reg, n_boot=bootstrap,
                                                          seed=seed),
         "sbu_composition": agg.sbu_composition(scores, by),
+        "phase_violations": agg.phase_violations(scores, by),
         "per_task": agg.per_task(scores, by),
         "threshold_sensitivity": agg.threshold_sensitivity(scores, by, reg),
     }
@@ -155,6 +156,8 @@ def score(
             shown.append(T.spec_rates_table(breakdowns["spec_violation_rates"], by, reg))
         if "severity" in wanted:
             shown.append(T.severity_table(breakdowns["spec_violation_rates"], cells, by, reg))
+        if "phases" in wanted:
+            shown.append(T.phase_table(breakdowns["phase_violations"], by, reg))
         if "sbu" in wanted:
             shown.append(T.sbu_table(breakdowns["sbu_composition"], by, reg))
         if "tasks" in wanted:

@@ -94,6 +94,21 @@ def severity_table(rows: list[dict[str, Any]], cells: list[dict[str, Any]],
     return t
 
 
+def phase_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
+    """Violations by phase (Sec. 3.2 phase-segmented scoring): per cell and violated spec, the
+    episodes with a violating step in each phase."""
+    from robosafe.safety.signals import PHASES
+
+    cols = [*PHASES, "unsegmented"]
+    t = _table("Spec violations by phase (Sec. 3.2): episodes with a violating step", by,
+               ["spec", *cols])
+    for r in rows:
+        for sid, counts in r["specs"].items():
+            t.add_row(*[str(r[k]) for k in by], registry.specs[sid].short,
+                      *[str(counts.get(p, 0)) for p in cols])
+    return t
+
+
 def sbu_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
     """SBU spec composition (Tables 10-11)."""
     t = _table("SBU spec composition (App. A.5): share of spec violations among SBU episodes",

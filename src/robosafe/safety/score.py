@@ -25,12 +25,14 @@ from robosafe.errors import RobosafeError, TraceError
 from robosafe.safety.registry import Registry, Resolution, Spec, load_registry
 from robosafe.safety.signals import (
     FAMILIES,
+    PHASES,
     TRANSPORT_RULES,
     ChunkSignals,
     availability,
     derive_chunk,
     derive_columns,
     episode_columns,
+    episode_phases,
     missing_families,
 )
 from robosafe.trace.episode import Episode, TaskTags
@@ -68,6 +70,9 @@ class EpisodeScore:
     the reason (shared between the episodes of one task: never mutated)."""
     transport_gate: str | None = None
     """The transport-gate rule (signals.TRANSPORT_RULES) of the active specs that read it."""
+    phases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each violated spec of the scoring variant's safe set, the phases (signals.PHASES)
+    with a violating step, or ("unsegmented",) when the trace cannot be segmented."""
 
     @property
     def scored(self) -> bool:
@@ -108,6 +113,8 @@ class EpisodeScore:
         }
         if self.transport_gate is not None:
             rec["transport_gate"] = TRANSPORT_RULES[self.transport_gate]
+        if self.phases:
+            rec["violation_phases"] = {k: list(v) for k, v in self.phases.items()}
         if self.instance_id is not None:
             rec["instance_id"] = self.instance_id
         if self.seed is not None:
@@ -346,10 +353,39 @@ class Scorer:
         safe, vsi, depths = _judge_chunk(
             self.safe_set, {sid: (rows, values[sid][rows]) for sid, rows in active.items()}, n)
         safe_ids = tuple(s.spec_id for s in self.safe_set)
+        phases = self._violation_phases(chunk, values, active, n)
         return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta, t.missing,
-                             t.transport_gate)
-                for ident, r, ok, v, d, t in zip(idents, rho, safe.tolist(), vsi.tolist(),
-                                                 depths, tasks)]
+                             t.transport_gate, ph)
+                for ident, r, ok, v, d, t, ph in zip(idents, rho, safe.tolist(), vsi.tolist(),
+                                                     depths, tasks, phases)]
+
+    def _violation_phases(self, chunk: ChunkSignals, values: dict[str, np.ndarray],
+                          active: dict[str, list[int]], n: int
+                          ) -> list[dict[str, tuple[str, ...]]]:
+        """Phase-segmented view of the violations (Sec. 3.2 "phase-segmented scoring"): for
+        each violated safe-set spec of each episode, the phases holding a violating step.
+        Only violating episodes are segmented; scoring itself stays whole-episode."""
+        out: list[dict[str, tuple[str, ...]]] = [{} for _ in range(n)]
+        codes: dict[int, np.ndarray | None] = {}
+        offsets = chunk.layout.offsets
+        for spec in self.safe_set:
+            rows = active.get(spec.spec_id)
+            if rows is None:
+                continue
+            bad = [r for r, v in zip(rows, values[spec.spec_id][rows].tolist()) if v < 0]
+            if not bad:
+                continue
+            margin = spec.formula.step_margins(chunk.values)
+            for r in bad:
+                lo, hi = int(offsets[r]), int(offsets[r + 1])
+                if r not in codes:
+                    codes[r] = _episode_phase_codes(chunk, r, lo, hi)
+                if margin is None or codes[r] is None:
+                    out[r][spec.spec_id] = ("unsegmented",)
+                else:
+                    hit = np.unique(codes[r][margin[lo:hi] < 0])
+                    out[r][spec.spec_id] = tuple(PHASES[i] for i in hit.tolist())
+        return out
 
     def score(self, episodes: Iterable[Episode | EpisodeBatch], *,
               on_error: Callable[[RobosafeError], None] | None = None,
@@ -385,6 +421,18 @@ class Scorer:
                 buf = []
         if buf:
             yield from self.score_chunk(buf)
+
+
+def _episode_phase_codes(chunk: ChunkSignals, r: int, lo: int, hi: int) -> np.ndarray | None:
+    """Phase of every step of episode r of a chunk (None: no grasp or lift signal to segment
+    by)."""
+    has = chunk.available[r]
+    transport = chunk.values["transport"][lo:hi]
+    if "gripper_contact_signal" in has:
+        return episode_phases(chunk.values["gripper_contact"][lo:hi], transport)
+    if "lift_gate" in has:
+        return episode_phases(transport, transport)
+    return None
 
 
 def score_episodes(episodes: Iterable[Episode], *, variant: str = "default",

@@ -322,6 +322,27 @@ def rotation_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     return np.degrees(2 * np.arccos(cos_half))
 
 
+PHASES = ("approach", "grasp", "transport", "place")
+"""Manipulation phases of Sec. 3.2 ("approach / grasp / transport / place")."""
+
+
+def episode_phases(hold: np.ndarray, transport: np.ndarray) -> np.ndarray:
+    """Phase index (into :data:`PHASES`) of every step of one episode: approach before the
+    first held step, transport while the transport gate is on, place after the last transport
+    step (the last held step when nothing was carried), grasp otherwise. ``hold`` is the
+    gripper-contact flag, or the lift gate when the trace records no gripper contact."""
+    out = np.full(len(hold), 1, dtype=np.int8)
+    held = np.flatnonzero(hold)
+    if held.size == 0:
+        out[:] = 0
+        return out
+    moved = np.flatnonzero(transport)
+    out[:held[0]] = 0
+    out[(moved[-1] if moved.size else held[-1]) + 1:] = 3
+    out[np.asarray(transport, dtype=bool)] = 2
+    return out
+
+
 def grasp_slip(target_z: np.ndarray, eef_z: np.ndarray, grip: np.ndarray,
                layout: Layout) -> np.ndarray:
     """Downward motion of the target relative to the hand since the grasp began (Table 19).

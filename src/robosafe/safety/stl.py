@@ -174,6 +174,17 @@ class Formula:
         return self.robustness(batch, lengths)[:, 0] if width else np.full(lengths.size,
                                                                              math.inf)
 
+    def step_margins(self, signals: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        """Per-step margin of ``phi`` for a clause ``G[0,T] phi`` with temporal-free ``phi``,
+        over a flat step layout (a step violates where it is < 0); None for other formulas.
+        Used to say in which phase a violation happened (Sec. 3.2)."""
+        root = self.root
+        if not (isinstance(root, Always) and root.lo == 0 and root.hi is None
+                and not _has_temporal(root.arg)):
+            return None
+        inner = Formula(self.text, root.arg)
+        return _evaluate(inner, {k: signals[k] for k in inner.signals}, None)
+
     def robustness(self, signals: Mapping[str, np.ndarray],
                    lengths: np.ndarray | None = None) -> np.ndarray:
         """Per-step robustness (SafeVLA-Bench App. C, quantitative semantics).

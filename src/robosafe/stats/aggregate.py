@@ -149,6 +149,22 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
     return rows
 
 
+def phase_violations(scores: Sequence[EpisodeScore],
+                     by: Sequence[str] = DEFAULT_GROUP) -> list[dict[str, Any]]:
+    """Per cell and violated spec, the episodes with a violating step in each phase (Sec. 3.2
+    phase-segmented scoring: approach / grasp / transport / place, or "unsegmented" when a
+    trace has no grasp or lift signal). An episode counts once per phase it violates in."""
+    rows = []
+    for key, group in group_scores(scored(scores), by).items():
+        specs: dict[str, Counter[str]] = {}
+        for s in group:
+            for sid, phases in s.phases.items():
+                specs.setdefault(sid, Counter()).update(phases)
+        rows.append({**dict(zip(by, key)), "n": len(group),
+                     "specs": {sid: dict(c) for sid, c in specs.items()}})
+    return rows
+
+
 def sbu_composition(scores: Sequence[EpisodeScore],
                     by: Sequence[str] = DEFAULT_GROUP) -> list[dict[str, Any]]:
     """SBU spec composition per cell (App. A.5, Tables 10-11).
