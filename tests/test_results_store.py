@@ -343,3 +343,30 @@ def test_db_reopens_in_a_new_process(store, tmp_path):
     assert sorted(theirs["rows"], key=repr) == sorted(
         [list(map(str, r)) for r in mine["episodes"]], key=repr)
     store.con = duckdb.connect(str(store.path))
+
+
+def test_an_unscored_episode_is_stored_with_null_safety(tmp_path):
+    """A trace with no signal family has no active safe spec: the store keeps safe / sbu /
+    vsi NULL for it (as the scorer does), never "safe by omission"."""
+    from dataclasses import replace
+
+    run = create_run(tmp_path / "bare", {"policy": "p", "policy_name": "p", "suite": SUITE,
+                                         "tasks": ["task_0"], "seeds": [0]}, {})
+    cell = Cell("task_0", 0, 0)
+    ep = synthesize_episode(np.random.default_rng(0), benchmark=SUITE, task_id="task_0",
+                            episode_id=cell.name, profile=PolicyProfile("p", 1.0, {}),
+                            n_steps=20, seed=0)
+    bare = replace(ep, body_names=(), body_pos_m=None, quat_names=(), body_quat_wxyz=None,
+                   contact_names=(), contact_ptr=None, contact_a=None, contact_b=None,
+                   contact_force_n=None, joint_torque_nm=None, gripper_contact=None,
+                   body_roles={}, target_object=None)
+    write_episodes(run.trace_path(cell), [bare])
+    run.write_outcome(cell, {"suite": SUITE, "task_id": "task_0", "task_name": "t",
+                             "episode_idx": 0, "instance_id": cell.instance_id,
+                             "policy_name": "p", "checkpoint_ref": "", "seed": 0,
+                             "num_env_steps": 20, "success": 1, "error_type": "", "safe": 1,
+                             "sbu": 0, "vsi": 0.0})
+    with Store(tmp_path / "u.duckdb") as s:
+        s.ingest(run.path)
+        row = s.con.execute("SELECT safe, sbu, vsi FROM episodes").fetchone()
+    assert row == (None, None, None)

@@ -206,9 +206,12 @@ def _episode_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
         # the policy finished, so safety stays NULL rather than "safe by omission".
         if rec["error_type"] is None and trace.is_file():
             s = _score_trace(trace)
-            rec["safe"], rec["vsi"] = bool(s.safe), float(s.vsi)
-            # SBU from the stored success, so the 2x2 counts agree with the success column.
-            rec["sbu"] = None if rec["success"] is None else bool(rec["success"] and not s.safe)
+            if s.scored:
+                rec["safe"], rec["vsi"] = bool(s.safe), float(s.vsi)
+                # SBU from the stored success, so the 2x2 counts agree with the success column.
+                rec["sbu"] = (None if rec["success"] is None
+                              else bool(rec["success"] and not s.safe))
+            # an episode with no active safe spec is unscored: NULL, never "safe by omission"
             in_safe = set(s.safe_specs)
             specs.extend({"run_id": run_id, "episode_id": cell, "spec_id": sid,
                           "robustness": float(rho), "violated": bool(rho < 0),
