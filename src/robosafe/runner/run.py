@@ -45,6 +45,7 @@ class RunConfig:
     horizon: int | None = None
     suite: str | None = None
     images: bool = False
+    record_frames: bool = False  # robot state + camera mp4s per episode (LeRobot export)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -139,7 +140,10 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
         env = _env(run, cfg, cell)
         policy = _policy(cfg.policy)
         obs, info = env.reset(seed=cell.seed)
-        info, actions = env.play(policy, obs)
+        frames = _frames(run, cfg, cell, env)
+        info, actions = env.play(policy, obs, on_obs=frames)
+        if frames is not None:
+            frames.finish()
         run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
         ep = env.episode(episode_id=cell.name, policy=run.policy_name,
                          instance_id=cell.instance_id,
@@ -157,6 +161,15 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
     row["wall_s"] = round(time.perf_counter() - start, 3)
     run.write_outcome(cell, row)
     return row
+
+
+def _frames(run: RunDir, cfg: RunConfig, cell: Cell, env):
+    if not cfg.record_frames:
+        return None
+    from robosafe.runner.frames import FrameRecorder
+
+    cams = env.cameras if env.render else ()
+    return FrameRecorder(run.path / "frames" / cell.name, cams, round(env.control_freq))
 
 
 # -- orchestration ------------------------------------------------------------------------------

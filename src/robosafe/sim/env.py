@@ -225,15 +225,21 @@ class TaskEnv:
         return (self._observe(), float(self.success), terminated, truncated,
                 self._info(cost, terms))
 
-    def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+    def play(self, policy, obs: dict, max_steps: int | None = None,
+             on_obs=None) -> tuple[dict, list]:
         """Run ``policy`` from the observation ``reset`` returned until the episode ends (or
-        ``max_steps``); the last info and the actions taken."""
+        ``max_steps``); the last info and the actions taken. ``on_obs`` (if given) sees every
+        observation, the first one included: one per trace row."""
         policy.reset(self.task_info())
         info: dict = {"success": self.success}
         actions: list = []
+        if on_obs is not None:
+            on_obs(obs)
         for _ in range(min(max_steps or self.horizon, self.horizon)):
             actions.append(policy.act(obs))
             obs, _, terminated, truncated, info = self.step(actions[-1])
+            if on_obs is not None:
+                on_obs(obs)
             if terminated or truncated:
                 break
         return info, actions
