@@ -89,6 +89,30 @@ def _print_summary(summaries: dict[str, dict]) -> None:
     Console().print(table)
 
 
+def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
+                 task: list[Path] | None) -> dict[str, str]:
+    """task_id -> task file from --suite/--level/--task-id and --task (run and collect)."""
+    from robosafe.tasks.suites import suite_tasks
+
+    tasks: dict[str, str] = {}
+    if suite:
+        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
+        unknown = sorted(set(task_id or ()) - set(chosen))
+        if unknown:
+            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
+                 + (f" level L{level}" if level is not None else ""))
+        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
+    elif level is not None or task_id:
+        fail("--level and --task-id select tasks of a --suite")
+    for t in task or []:
+        if t.stem in tasks:
+            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
+        tasks[t.stem] = str(t)
+    if not tasks:
+        fail("nothing to run: give --suite NAME or --task FILE")
+    return tasks
+
+
 @app.command("run")
 @user_errors
 def run(
@@ -109,6 +133,9 @@ def run(
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(None, "--images/--no-images",
                                 help="Render camera images (default: only for ws:// policies)."),
+    record_frames: bool = typer.Option(False, "--record-frames",
+                                       help="Keep robot state and camera videos per episode "
+                                            "(for `robosafe export lerobot`)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
@@ -118,31 +145,15 @@ def run(
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
     from robosafe.runner.run import RunConfig
-    from robosafe.tasks.suites import suite_tasks
 
-    tasks: dict[str, str] = {}
-    if suite:
-        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
-        unknown = sorted(set(task_id or ()) - set(chosen))
-        if unknown:
-            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
-                 + (f" level L{level}" if level is not None else ""))
-        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
-    elif level is not None or task_id:
-        fail("--level and --task-id select tasks of a --suite")
-    for t in task or []:
-        if t.stem in tasks:
-            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
-        tasks[t.stem] = str(t)
-    if not tasks:
-        fail("nothing to run: give --suite NAME or --task FILE")
+    tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
                     seeds=_ints(seeds, "--seeds") if seeds else (),
                     language_levels=_levels(language_level, "--language-level", 4),
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite,
                     images=policy.startswith("ws") if images is None else images,
-                    checkpoint_ref=checkpoint)
+                    record_frames=record_frames, checkpoint_ref=checkpoint)
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet)

@@ -1,0 +1,98 @@
+"""``robosafe export lerobot`` and ``robosafe collect``: LeRobot v3.0 datasets out of runs."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli.run import _ints, run_with_progress, select_tasks
+
+export_app = typer.Typer(no_args_is_help=True, help="Write runs in other tools' formats.")
+app.add_typer(export_app, name="export")
+
+
+def _report(res, as_json: bool, extra: dict | None = None) -> None:
+    for w in res.warnings:
+        typer.echo(f"robosafe: warning: {w}", err=True)
+    for cell, why in res.skipped.items():
+        typer.echo(f"robosafe: not exported: {cell}: {why}", err=True)
+    payload = {"dataset": str(res.path), "episodes": res.episodes, "frames": res.frames,
+               "skipped": res.skipped, **(extra or {})}
+    if as_json:
+        emit_json(payload, None, True)
+    else:
+        typer.echo(f"LeRobot v3.0 dataset: {res.path} ({res.episodes} episodes, {res.frames} "
+                   f"frames, {len(res.skipped)} not exported)")
+
+
+@export_app.command("lerobot")
+@user_errors
+def export_lerobot(
+    run_dir: Path = typer.Argument(..., help="A run directory of `robosafe run`."),
+    out: Path = typer.Argument(..., help="Dataset directory to create."),
+    only_safe: bool = typer.Option(False, "--only-safe",
+                                   help="Only episodes whose safety verdict is safe."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+):
+    """A run directory as a LeRobot v3.0 dataset, with per-frame `safety.*` features and
+    per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`)."""
+    from robosafe.runner.export import export_run
+
+    _report(export_run(run_dir, out, only_safe=only_safe, overwrite=overwrite), as_json)
+
+
+@app.command("collect")
+@user_errors
+def collect(
+    out: Path = typer.Option(..., "--out", "-o", help="Dataset directory to create."),
+    policy: str = typer.Option("scripted-careful", "--policy", "-p",
+                               help="scripted-careful | scripted-careless | random | "
+                                    "replay:FILE.npy | ws://HOST:PORT"),
+    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list)."),
+    level: int = typer.Option(None, "--level", "-l", min=0, max=2,
+                              help="Only this level (L0-L2) of the suite."),
+    task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
+    task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
+    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
+    seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19."),
+    horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
+    images: bool = typer.Option(False, "--images/--no-images",
+                                help="Render the task's cameras into mp4 videos."),
+    only_safe: bool = typer.Option(False, "--only-safe",
+                                   help="Keep only demonstrations judged safe."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
+    run_dir: Path = typer.Option(None, "--run-dir",
+                                 help="Keep the run directory here (default: a temporary "
+                                      "one, removed afterwards)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+):
+    """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
+    `robosafe run`), with robosafe's safety signals and verdicts per episode."""
+    from robosafe.runner.export import export_run
+    from robosafe.runner.run import RunConfig
+
+    tasks = select_tasks(suite, level, task_id, task)
+    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
+                    seeds=_ints(seeds, "--seeds") if seeds else (), horizon=horizon,
+                    suite=suite, images=images, record_frames=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    keep = run_dir is not None
+    where = run_dir if keep else Path(tempfile.mkdtemp(dir=out.parent, prefix=".collect-"))
+    try:
+        rows = run_with_progress(cfg, where / "run" if not keep else where, workers=workers,
+                                 backend="local", resume=False,
+                                 quiet=as_json or not sys.stderr.isatty(), label="collect")
+        res = export_run(where / "run" if not keep else where, out, only_safe=only_safe)
+    finally:
+        if not keep:
+            shutil.rmtree(where, ignore_errors=True)
+    crashed = sum(1 for r in rows if r.get("error_type"))
+    _report(res, as_json, {"episodes_run": len(rows), "crashed": crashed,
+                           "successes": sum(int(r.get("success") or 0) for r in rows
+                                            if not r.get("error_type"))})
