@@ -340,8 +340,10 @@ class DatasetWriter:
                     typ = pa.list_(typ)
             elif name.endswith("_timestamp"):
                 typ = pa.float64()
-            else:
+            elif name.endswith("_index") or name in ("length",):
                 typ = pa.int64()
+            else:  # an extra column the caller did not type
+                typ = pa.array(values).type
             arrays.append(pa.array(values, typ))
             fields.append((name, typ))
         path = self.root / EPISODES_PATH.format(chunk_index=0, file_index=0)
