@@ -391,3 +391,28 @@ def test_video_timestamps_are_frame_multiples(tmp_path):
     got = decode(tmp_path / "v.mp4")
     assert [t for t, _ in got] == [float(Fraction(k, 20)) for k in range(5)]
     assert [round(img.mean() / 40) for _, img in got] == [0, 1, 2, 3, 4]
+
+
+def test_collect_writes_seeded_demonstrations_with_videos_using_two_workers(tmp_path):
+    proc = cli("collect", "--suite", "demo", "--task-id", "turn_off_stove", "-n", "2",
+               "--images", "--horizon", "6", "-j", "2", "--out", str(tmp_path / "c"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["episodes"] == 2 and out["crashed"] == 0 and out["frames"] == 14  # 2 x (6 + 1)
+    info = read_info(tmp_path / "c")
+    assert [k for k, v in info["features"].items() if v["dtype"] == "video"] == [
+        "observation.images.agentview", "observation.images.robot0_eye_in_hand"]
+    eps = pq.read_table(tmp_path / "c/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    heads = [json.loads(e[TRACE_COLUMN]) for e in eps]
+    assert [h["seed"] for h in heads] == [0, 1]  # same seeds as `robosafe run -n 2`
+    assert [h["policy"] for h in heads] == ["scripted-careful"] * 2
+    video = info["video_path"].format(video_key="observation.images.agentview",
+                                      chunk_index=0, file_index=0)
+    assert len(decode(tmp_path / "c" / video)) == 14
+    assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())  # run removed
+
+
+def test_collect_task_selection_errors_like_run(tmp_path):
+    proc = cli("collect", "--suite", "demo", "--task-id", "nope", "--out", str(tmp_path / "c"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "robosafe: error: --task-id: nope not in suite demo"

@@ -111,8 +111,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                         "(run with --record-frames, and --images for cameras): "
                         "observation.state is the end-effector position only")
     elif not cams:
-        warnings.append(f"{run.path}: the run recorded no camera frames (run with --images "
-                        "--record-frames): the dataset has no videos")
+        warnings.append(f"{run.path}: the run rendered no camera images (--images): the "
+                        "dataset has no videos")
     layout = Layout.of([it.episode for it in items])
     dim = items[0].actions.shape[1]
     features = {
