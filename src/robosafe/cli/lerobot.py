@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli import run as R
 from robosafe.cli.run import _ints, run_with_progress, select_tasks
 
 export_app = typer.Typer(no_args_is_help=True, help="Write runs in other tools' formats.")
@@ -54,13 +55,12 @@ def collect(
     policy: str = typer.Option("scripted-careful", "--policy", "-p",
                                help="scripted-careful | scripted-careless | random | "
                                     "replay:FILE.npy | ws://HOST:PORT"),
-    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list)."),
-    level: int = typer.Option(None, "--level", "-l", min=0, max=2,
-                              help="Only this level (L0-L2) of the suite."),
-    task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
-    task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
-    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
-    seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19."),
+    suite: str = R.SUITE,
+    level: int = R.LEVEL,
+    task_id: list[str] = R.TASK_ID,
+    task: list[Path] = R.TASK,
+    episodes: int = R.EPISODES,
+    seeds: str = R.SEEDS,
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(False, "--images/--no-images",
                                 help="Render the task's cameras into mp4 videos."),

@@ -89,6 +89,17 @@ def _print_summary(summaries: dict[str, dict]) -> None:
     Console().print(table)
 
 
+# The task selection `run` and `collect` share (one declaration, one meaning).
+SUITE = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list).")
+LEVEL = typer.Option(None, "--level", "-l", min=0, max=2,
+                     help="Only this level (L0-L2) of the suite.")
+TASK_ID = typer.Option(None, "--task-id", help="Only these suite tasks.")
+TASK = typer.Option(None, "--task", help="A CBDDL task file (repeatable).")
+EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
+SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
+                                           "(default 0..N-1).")
+
+
 def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
                  task: list[Path] | None) -> dict[str, str]:
     """task_id -> task file from --suite/--level/--task-id and --task (run and collect)."""
@@ -120,14 +131,12 @@ def run(
     policy: str = typer.Option(..., "--policy", "-p",
                                help="random | zero | replay:FILE.npy | scripted-careful | "
                                     "scripted-careless | ws://HOST:PORT"),
-    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list)."),
-    level: int = typer.Option(None, "--level", "-l", min=0, max=2,
-                              help="Only this level (L0-L2) of the suite."),
-    task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
-    task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
-    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
-    seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
-                                                    "(default 0..N-1)."),
+    suite: str = SUITE,
+    level: int = LEVEL,
+    task_id: list[str] = TASK_ID,
+    task: list[Path] = TASK,
+    episodes: int = EPISODES,
+    seeds: str = SEEDS,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
