@@ -96,3 +96,56 @@ def collect(
     _report(res, as_json, {"episodes_run": len(rows), "crashed": crashed,
                            "successes": sum(int(r.get("success") or 0) for r in rows
                                             if not r.get("error_type"))})
+
+
+import_app = typer.Typer(no_args_is_help=True, help="Read other tools' data as traces.")
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("lerobot")
+@user_errors
+def import_lerobot(
+    dataset: Path = typer.Argument(..., help="A LeRobot v3.0 dataset directory."),
+    out: Path = typer.Option(..., "--out", "-o",
+                             help="Trace file to write (.jsonl, .jsonl.gz, .parquet)."),
+    replay: bool = typer.Option(False, "--replay",
+                                help="Re-simulate the actions from the recorded initial state "
+                                     "and record every signal (robosafe's own datasets)."),
+    tolerance: float = typer.Option(0.01, "--tolerance", min=0.0,
+                                    help="Replay divergence (m) that flags an episode."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+):
+    """A LeRobot dataset as robosafe traces (score them with `robosafe score FILE`)."""
+    from robosafe.trace.io import write_episodes
+
+    summary: dict = {"dataset": str(dataset), "traces": str(out)}
+    if replay:
+        from robosafe.runner.replay import replay_dataset
+
+        res = replay_dataset(dataset, tolerance_m=tolerance)
+        episodes = res.episodes
+        for eid in res.diverged:
+            d = res.divergence_m[eid]
+            why = "a different length" if d == float("inf") else f"{100 * d:.1f} cm"
+            typer.echo(f"robosafe: {dataset}: episode {eid!r}: the replay diverges from the "
+                       f"recorded states ({why} > {100 * tolerance:.1f} cm)", err=True)
+        summary |= {"replayed": len(episodes), "diverged": res.diverged,
+                    "max_divergence_m": max((d for d in res.divergence_m.values()
+                                             if d != float("inf")), default=None)}
+    else:
+        from robosafe.formats.lerobot import Dataset
+        from robosafe.formats.traces import read_traces
+
+        imp = read_traces(Dataset(dataset))
+        for line in imp.lines(str(dataset)):
+            typer.echo(f"robosafe: {line}", err=True)
+        for err in imp.errors:
+            typer.echo(f"robosafe: skipped: {err}", err=True)
+        episodes = imp.episodes
+        summary |= {"profile": imp.profile, "unscored": sorted(imp.unscored)}
+    n = write_episodes(out, episodes)
+    summary["episodes"] = n
+    if as_json:
+        emit_json(summary, None, True)
+    else:
+        typer.echo(f"{n} traces written to {out}")

@@ -38,6 +38,7 @@ from robosafe.trace.episode import Episode
 from robosafe.trace.validate import check_episode, task_tags_from_record
 
 TRACE_COLUMN = "robosafe/trace"
+REPLAY_COLUMN = "robosafe/replay"  # the episode's cell: task_id, seed, language / visual level
 FORMAT = "robosafe-lerobot/1"
 FAMILIES = ("eef_pos_m", "body_pos_m", "body_quat_wxyz", "contacts", "joint_torque_nm",
             "gripper_contact", "cost")

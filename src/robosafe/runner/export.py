@@ -12,6 +12,7 @@ outcome rows (``robosafe/success``, ``robosafe/safe``, ``robosafe/sbu``, ``robos
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import DatasetWriter
-from robosafe.formats.traces import FORMAT, TRACE_COLUMN, Layout, trace_header
+from robosafe.formats.traces import FORMAT, REPLAY_COLUMN, TRACE_COLUMN, Layout, trace_header
 from robosafe.runner.frames import STATE_NAMES
 from robosafe.runner.rundir import Cell, RunDir, open_run
 from robosafe.trace.io import read_episodes
@@ -30,7 +31,8 @@ ACTION_NAMES = {7: ["x", "y", "z", "roll", "pitch", "yaw", "gripper"]}
 VERDICTS = {"robosafe/success": pa.bool_(), "robosafe/safe": pa.bool_(),
             "robosafe/sbu": pa.bool_(), "robosafe/vsi": pa.float64(),
             "robosafe/violated_specs": pa.list_(pa.string()),
-            "robosafe/cumulative_cost": pa.float64(), TRACE_COLUMN: pa.string()}
+            "robosafe/cumulative_cost": pa.float64(), TRACE_COLUMN: pa.string(),
+            REPLAY_COLUMN: pa.string()}
 
 
 @dataclass
@@ -120,6 +122,9 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                               "names": STATE_NAMES if with_state else STATE_NAMES[:3]},
         "action": {"dtype": "float32", "shape": [dim],
                    "names": ACTION_NAMES.get(dim, [f"a{i}" for i in range(dim)])},
+        # the exact (float64) actions: float32 rounding alone moves a replay by centimetres
+        "replay.action": {"dtype": "float64", "shape": [dim],
+                          "names": ACTION_NAMES.get(dim, [f"a{i}" for i in range(dim)])},
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
         "next.success": {"dtype": "bool", "shape": [1], "names": None},
         **layout.features()}
@@ -140,9 +145,13 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
     except BaseException:
         writer.abort()
         raise
+    task_ids = sorted({it.cell.task_id for it in items})
     writer.close({"format": FORMAT, "source_run": str(run.path), "run_id": run.run_id,
                   "policy": run.policy_name, "only_safe": only_safe,
-                  "skipped": skipped})
+                  "skipped": skipped, "suite": run.config.get("suite"),
+                  "horizon": run.config.get("horizon"),
+                  # the task files as run: what `import lerobot --replay` rebuilds worlds from
+                  "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})
     return ExportResult(Path(out), len(items), writer.frames, skipped, warnings)
 
 
@@ -166,7 +175,8 @@ def _add(writer: DatasetWriter, it: _Item, with_state: bool, cams: list[str],
     safety, notes = layout.frames(ep)
     warnings.extend(notes)
     frames = {"observation.state": state.astype(np.float32),
-              "action": actions.astype(np.float32), "next.done": done,
+              "action": actions.astype(np.float32), "replay.action": actions,
+              "next.done": done,
               "next.success": done & bool(ep.success), **safety}
     videos = {f"observation.images.{c}": read_frames(it.frames_dir / f"{c}.mp4") for c in cams}
     row = it.row
@@ -175,6 +185,9 @@ def _add(writer: DatasetWriter, it: _Item, with_state: bool, cams: list[str],
              "robosafe/sbu": _flag(row.get("sbu")), "robosafe/vsi": float(row.get("vsi") or 0.0),
              "robosafe/violated_specs": violated,
              "robosafe/cumulative_cost": float(row.get("cumulative_cost") or 0.0),
-             TRACE_COLUMN: trace_header(ep)}
+             TRACE_COLUMN: trace_header(ep),
+             REPLAY_COLUMN: json.dumps({"task_id": it.cell.task_id, "seed": it.cell.seed,
+                                        "language_level": it.cell.language_level,
+                                        "visual_level": it.cell.visual_level})}
     task = str(row.get("instruction") or ep.task_id)
     writer.add_episode(frames, task, videos=videos, extra=extra)
