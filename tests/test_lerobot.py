@@ -416,3 +416,56 @@ def test_collect_task_selection_errors_like_run(tmp_path):
     proc = cli("collect", "--suite", "demo", "--task-id", "nope", "--out", str(tmp_path / "c"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "robosafe: error: --task-id: nope not in suite demo"
+
+
+# ---------------------------------------------------------------- import and replay
+
+def test_import_writes_the_traces_that_score_like_the_run(run_dir, dataset, tmp_path):
+    proc = cli("import", "lerobot", str(dataset), "--out", str(tmp_path / "t.jsonl"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["episodes"] == 2
+    a = json.loads(cli("score", str(run_dir), "--json", "--bootstrap", "0").stdout)
+    b = json.loads(cli("score", str(tmp_path / "t.jsonl"), "--json", "--bootstrap", "0").stdout)
+    assert a["episodes"] == b["episodes"]
+
+
+def test_replay_recovers_the_run_and_flags_a_tampered_episode(run_dir, dataset, tmp_path):
+    proc = cli("import", "lerobot", str(dataset), "--replay", "--out",
+               str(tmp_path / "r.jsonl"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["diverged"] == [] and out["max_divergence_m"] == 0.0  # deterministic sim
+    a = json.loads(cli("score", str(run_dir), "--json", "--bootstrap", "0").stdout)
+    b = json.loads(cli("score", str(tmp_path / "r.jsonl"), "--json", "--bootstrap", "0").stdout)
+    assert a["episodes"] == b["episodes"]
+
+    # push episode 0's first 10 actions sideways: its replay leaves the recorded states
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(dataset, bad)
+    data = bad / "data/chunk-000/file-000.parquet"
+    t = pq.read_table(data)
+    col = t.column("replay.action").combine_chunks()
+    acts = col.flatten().to_numpy().reshape(len(col), -1).copy()
+    first = np.flatnonzero(t.column("episode_index").to_numpy() == 0)[:10]
+    acts[first, 1] = 1.0
+    new = pa.FixedSizeListArray.from_arrays(pa.array(acts.ravel()), acts.shape[1])
+    pq.write_table(t.set_column(t.column_names.index("replay.action"), "replay.action", new),
+                   data)
+    proc = cli("import", "lerobot", str(bad), "--replay", "--out", str(tmp_path / "b.jsonl"),
+               "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    eps = pq.read_table(bad / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    ep0 = json.loads(eps[0][TRACE_COLUMN])["episode_id"]
+    assert out["diverged"] == [ep0]
+    assert sum("the replay diverges" in ln for ln in proc.stderr.splitlines()) == 1
+
+
+def test_replay_of_a_foreign_dataset_needs_its_host(tmp_path):
+    write_libero_style(tmp_path / "libero")
+    proc = cli("import", "lerobot", str(tmp_path / "libero"), "--replay", "--out",
+               str(tmp_path / "x.jsonl"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "LIBERO host" in proc.stderr
