@@ -469,3 +469,17 @@ def test_replay_of_a_foreign_dataset_needs_its_host(tmp_path):
                str(tmp_path / "x.jsonl"))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "LIBERO host" in proc.stderr
+
+
+def test_image_stats_are_per_channel_moments_in_unit_range():
+    from robosafe.formats.lerobot import _image_moments, _image_stats
+
+    rng = np.random.default_rng(3)
+    frames = rng.integers(10, 200, (4, 6, 5, 3), dtype=np.uint8)
+    got = _image_stats(_image_moments(frames))
+    x = frames.reshape(-1, 3) / 255.0
+    for key, ref in (("min", x.min(0)), ("max", x.max(0)), ("mean", x.mean(0)),
+                     ("std", x.std(0))):
+        np.testing.assert_allclose(np.array(got[key]).reshape(3), ref, rtol=1e-12, atol=1e-12)
+        assert np.array(got[key]).shape == (3, 1, 1)
+    assert got["count"] == [4]
