@@ -483,3 +483,18 @@ def test_image_stats_are_per_channel_moments_in_unit_range():
         np.testing.assert_allclose(np.array(got[key]).reshape(3), ref, rtol=1e-12, atol=1e-12)
         assert np.array(got[key]).shape == (3, 1, 1)
     assert got["count"] == [4]
+
+
+def test_a_failed_write_leaves_nothing_and_other_directories_are_not_replaced(tmp_path):
+    feats = {"action": {"dtype": "float32", "shape": [2], "names": ["a", "b"]}}
+    w = DatasetWriter(tmp_path / "d", fps=10, features=feats)
+    w.add_episode({"action": np.zeros((3, 2), np.float32)}, "t")
+    with pytest.raises(RobosafeError, match="differ from the dataset"):
+        w.add_episode({"other": np.zeros((3, 2))}, "t")
+    w.abort()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes/a.txt").write_text("x")
+    with pytest.raises(RobosafeError, match="is not a LeRobot dataset"):
+        DatasetWriter(tmp_path / "notes", fps=10, features=feats, overwrite=True)
+    assert (tmp_path / "notes/a.txt").read_text() == "x"

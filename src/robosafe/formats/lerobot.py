@@ -195,12 +195,19 @@ class DatasetWriter:
     def __init__(self, root: str | Path, *, fps: int, features: dict[str, dict],
                  cameras: dict[str, tuple[int, int]] | None = None, robot_type: str | None = None,
                  episode_columns: dict[str, pa.DataType] | None = None, overwrite: bool = False):
-        self.root = Path(root)
-        if (self.root / INFO_PATH).exists() and not overwrite:
-            raise DatasetError(f"{self.root}: a dataset already exists here; choose another "
-                               "output directory")
-        if overwrite and self.root.exists():
-            shutil.rmtree(self.root)
+        # Files go to a hidden sibling that replaces ``root`` at close(): a failed or killed
+        # write leaves no half dataset, and --overwrite only ever replaces a dataset.
+        self.final = Path(root)
+        if self.final.exists():
+            if not is_dataset(self.final) and any(self.final.iterdir()):
+                raise DatasetError(f"{self.final}: exists and is not a LeRobot dataset; choose "
+                                   "another output directory")
+            if is_dataset(self.final) and not overwrite:
+                raise DatasetError(f"{self.final}: a dataset already exists here; choose "
+                                   "another output directory (or --overwrite)")
+        self.root = self.final.with_name(f".partial-{self.final.name}")
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
         if int(fps) != fps or fps <= 0:
             raise DatasetError(f"fps must be a positive integer, got {fps}")
         self.fps = int(fps)
@@ -326,8 +333,11 @@ class DatasetWriter:
             "features": features}
         if sidecar is not None:
             _write_json(self.root / "meta" / "robosafe.json", sidecar)
-        _write_json(self.root / INFO_PATH, info)  # last: a dataset is complete once it exists
-        return self.root
+        _write_json(self.root / INFO_PATH, info)
+        if self.final.exists():
+            shutil.rmtree(self.final)
+        os.replace(self.root, self.final)
+        return self.final
 
     def _write_episodes(self) -> None:
         names = list(dict.fromkeys(k for r in self.rows for k in r))
@@ -357,10 +367,12 @@ class DatasetWriter:
         pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path)
 
     def abort(self) -> None:
+        """Close what is open and remove the partial files."""
         if self._data is not None:
             self._data.close()
         for v in self._videos.values():
             v.writer.close()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _depth(v: Any) -> int:
