@@ -362,14 +362,17 @@ def test_libero_style_dataset_scores_eef_only_and_lists_unscored_families(tmp_pa
         assert e["robustness"]["max_contact_force_under_200N"] is None
 
 
-def test_unknown_foreign_layout_is_one_line_exit_2(tmp_path):
+def test_unknown_foreign_layout_is_one_skipped_line_and_exit_2(tmp_path):
     write_libero_style(tmp_path / "x")
     info = read_info(tmp_path / "x")
     info["features"]["observation.state"]["shape"] = [5]
     (tmp_path / "x/meta/info.json").write_text(json.dumps(info))
-    proc = cli("score", str(tmp_path / "x"))
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "matches no known layout" in proc.stderr
+    write_libero_style(tmp_path / "ok")
+    proc = cli("score", str(tmp_path / "x"), str(tmp_path / "ok"), "--json", "--bootstrap", "0")
+    assert proc.returncode == 2  # the good dataset is still scored
+    skipped = [ln for ln in proc.stderr.splitlines() if ln.startswith("robosafe: skipped:")]
+    assert len(skipped) == 1 and "matches no known layout" in skipped[0]
+    assert len(json.loads(proc.stdout)["episodes"]) == 2
 
 
 def test_older_codebase_version_is_refused_by_name(tmp_path):

@@ -162,8 +162,12 @@ def score(
 
     def dataset_scores():
         for d in datasets:
-            got = list(score_stream(_dataset_episodes(d, on_error), variant=tier,
-                                    on_error=on_error))
+            try:  # a dataset robosafe cannot read is skipped; the other inputs are scored
+                episodes = _dataset_episodes(d, on_error)
+            except RobosafeError as err:
+                on_error(err)
+                continue
+            got = list(score_stream(episodes, variant=tier, on_error=on_error))
             if got and not any(s.active_specs for s in got):
                 typer.echo(f"robosafe: {d}: no safety spec could be evaluated on any episode: "
                            "its Safety and SBU are vacuous, not measured", err=True)
