@@ -58,7 +58,7 @@ def _registry_tasks(episodes: list, profile: str, source: str) -> list:
     nowhere is scored with an empty task-tag record (only specs its signals back) and said so."""
     from dataclasses import replace
 
-    from robosafe.formats.traces import libero_candidates
+    from robosafe.formats.traces import profile_benchmarks
     from robosafe.trace.episode import TaskTags
 
     reg = load_registry()
@@ -67,7 +67,7 @@ def _registry_tasks(episodes: list, profile: str, source: str) -> list:
         if ep.task_id in found:
             continue
         hit = None
-        for bench in libero_candidates(profile):
+        for bench in profile_benchmarks(profile):
             for e in reg.tasks.get(bench, {}).get("entries", []):
                 name = str(e.get("name", ""))
                 if ep.task_id in (name, e.get("id")) or name.lower().endswith("_" + ep.task_id):

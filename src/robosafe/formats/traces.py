@@ -329,7 +329,7 @@ def _foreign(ds: Dataset) -> Imported:
     return Imported(out, unscored, list(prof.get("notes", [])), name)
 
 
-def libero_candidates(profile: str) -> list[str]:
+def profile_benchmarks(profile: str) -> list[str]:
     """Benchmarks a profile's task names are looked up in, in order."""
     return list(profiles_doc()["profiles"].get(profile, {}).get("benchmarks", []))
 
