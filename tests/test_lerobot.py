@@ -501,3 +501,44 @@ def test_a_failed_write_leaves_nothing_and_other_directories_are_not_replaced(tm
     with pytest.raises(RobosafeError, match="is not a LeRobot dataset"):
         DatasetWriter(tmp_path / "notes", fps=10, features=feats, overwrite=True)
     assert (tmp_path / "notes/a.txt").read_text() == "x"
+
+
+LEROBOT_SCRIPT = """
+import json, sys
+try:
+    from ledataset.datasets.lerobot_dataset import LeRobotDataset  # lerobot-dataset
+except ImportError:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset  # lerobot
+ds = LeRobotDataset("local/robosafe", root=sys.argv[1], video_backend="pyav")
+out = {"len": len(ds), "episodes": ds.num_episodes, "fps": ds.fps, "items": []}
+for i in (0, len(ds) - 1):
+    item = ds[i]
+    out["items"].append({
+        "task": item["task"], "episode_index": int(item["episode_index"]),
+        "frame_index": int(item["frame_index"]),
+        "image": list(item["observation.images.agentview"].shape),
+        "eef": item["safety.eef_pos_m"].tolist(), "action": item["action"].tolist()})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("ROBOSAFE_LEROBOT_PYTHON"),
+                    reason="set ROBOSAFE_LEROBOT_PYTHON to a Python with lerobot or "
+                           "lerobot-dataset installed (they need Python >= 3.12, numpy >= 2)")
+def test_lerobots_own_loader_reads_the_export(dataset):
+    proc = subprocess.run([os.environ["ROBOSAFE_LEROBOT_PYTHON"], "-c", LEROBOT_SCRIPT,
+                           str(dataset)], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = Dataset(dataset)
+    assert out["len"] == ours.info["total_frames"] and out["episodes"] == 2
+    assert out["fps"] == 20
+    last = ours.episodes[-1]
+    for item, (ep, fi) in zip(out["items"], ((0, 0), (1, last["length"] - 1))):
+        frames = ours.frames(ep)
+        assert item["episode_index"] == ep and item["frame_index"] == fi
+        assert item["task"] == ours.tasks[int(frames["task_index"][fi])]
+        assert item["image"] == [3, 128, 128]  # channels first, as lerobot returns images
+        assert item["eef"] == frames["safety.eef_pos_m"][fi].tolist()
+        np.testing.assert_allclose(item["action"], frames["action"][fi], rtol=0, atol=0)
