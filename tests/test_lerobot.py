@@ -540,5 +540,6 @@ def test_lerobots_own_loader_reads_the_export(dataset):
         assert item["episode_index"] == ep and item["frame_index"] == fi
         assert item["task"] == ours.tasks[int(frames["task_index"][fi])]
         assert item["image"] == [3, 128, 128]  # channels first, as lerobot returns images
-        assert item["eef"] == frames["safety.eef_pos_m"][fi].tolist()
+        # lerobot hands every number out as float32; robosafe's reader keeps the float64
+        np.testing.assert_allclose(item["eef"], frames["safety.eef_pos_m"][fi], rtol=1e-7)
         np.testing.assert_allclose(item["action"], frames["action"][fi], rtol=0, atol=0)
