@@ -2,7 +2,9 @@
 
 1. Collection: demonstrations per minute (scripted-careful, cameras rendered at 128 px and
    recorded to mp4, then exported), with 1 and 2 local workers; the ratio 2 / 1 uses the
-   1-worker collection of the same invocation as its baseline.
+   1-worker collection of the same invocation as its baseline. The same 1-worker run with
+   images but without frame recording or export (a plain ``robosafe run --images``) is the
+   baseline for what collecting a dataset adds.
 2. Export: seconds per 1,000 frames of `export_run` on the 1-worker run (re-encoding the
    cameras into one file each), against the same export without cameras (the parquet and
    metadata part alone) as the baseline.
@@ -27,17 +29,17 @@ from robosafe.tasks.suites import suite_tasks
 
 
 def collect(tasks: dict[str, str], episodes: int, horizon: int, workers: int, where: Path,
-            images: bool = True) -> tuple[float, Path, int]:
-    """Run + export; (episodes per minute, run directory, frames)."""
+            images: bool = True, record: bool = True) -> tuple[float, Path, int]:
+    """Run (+ export when recording); (episodes per minute, run directory, frames)."""
     cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo",
-                    images=images, record_frames=True, horizon=horizon)
-    run_dir = where / f"run{workers}{'i' if images else ''}"
+                    images=images, record_frames=record, horizon=horizon)
+    run_dir = where / f"run{workers}{'i' if images else ''}{'r' if record else ''}"
     t0 = time.perf_counter()
     run, cells = prepare(cfg, run_dir)
     execute(run, cells, workers=workers)
-    res = export_run(run_dir, where / f"ds{workers}{'i' if images else ''}")
+    frames = export_run(run_dir, where / f"ds-{run_dir.name}").frames if record else 0
     dt = time.perf_counter() - t0
-    return len(cells) / dt * 60.0, run_dir, res.frames
+    return len(cells) / dt * 60.0, run_dir, frames
 
 
 def export_seconds_per_1000(run_dir: Path, out: Path, repeat: int) -> float:
@@ -64,6 +66,7 @@ def main() -> None:
         tmp = Path(tmp)
         one, run1, frames = collect(tasks, args.episodes, args.horizon, 1, tmp)
         two, _, _ = collect(tasks, args.episodes, args.horizon, 2, tmp)
+        plain_run, _, _ = collect(tasks, args.episodes, args.horizon, 1, tmp, record=False)
         _, run_plain, _ = collect(tasks, args.episodes, args.horizon, 1, tmp, images=False)
         with_video = export_seconds_per_1000(run1, tmp / "exp_v", args.repeat)
         plain = export_seconds_per_1000(run_plain, tmp / "exp_p", args.repeat)
@@ -72,11 +75,14 @@ def main() -> None:
           f"{frames} frames):")
     print(f"  1 worker : {one:6.1f} episodes/min")
     print(f"  2 workers: {two:6.1f} episodes/min  (x{two / one:.2f} vs 1 worker)")
+    print(f"  baseline `run --images` without recording or export, 1 worker: "
+          f"{plain_run:6.1f} episodes/min (collecting costs x{plain_run / one:.2f})")
     print(f"export (best of {args.repeat}):")
     print(f"  with 2 cameras  : {with_video:6.2f} s per 1,000 frames")
     print(f"  without cameras : {plain:6.2f} s per 1,000 frames (baseline; cameras cost "
           f"x{with_video / plain:.1f})")
-    print(f"cpu cores: {os.cpu_count()}")
+    print(f"cpu cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} "
+          "(other processes on the machine skew the worker ratio)")
 
 
 if __name__ == "__main__":
