@@ -66,6 +66,7 @@ def collect(
                                 help="Render the task's cameras into mp4 videos."),
     only_safe: bool = typer.Option(False, "--only-safe",
                                    help="Keep only demonstrations judged safe."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     run_dir: Path = typer.Option(None, "--run-dir",
                                  help="Keep the run directory here (default: a temporary "
@@ -74,9 +75,11 @@ def collect(
 ):
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
+    from robosafe.formats.lerobot import check_output
     from robosafe.runner.export import export_run
     from robosafe.runner.run import RunConfig
 
+    check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
                     seeds=_ints(seeds, "--seeds") if seeds else (), horizon=horizon,
@@ -88,7 +91,8 @@ def collect(
         rows = run_with_progress(cfg, where / "run" if not keep else where, workers=workers,
                                  backend="local", resume=False,
                                  quiet=as_json or not sys.stderr.isatty(), label="collect")
-        res = export_run(where / "run" if not keep else where, out, only_safe=only_safe)
+        res = export_run(where / "run" if not keep else where, out, only_safe=only_safe,
+                         overwrite=overwrite)
     finally:
         if not keep:
             shutil.rmtree(where, ignore_errors=True)

@@ -184,6 +184,18 @@ class _Video:
     moments: _Moments = field(default_factory=_Moments)
 
 
+def check_output(path: Path, overwrite: bool = False) -> None:
+    """A dataset may be written at ``path``: new, empty, or a dataset to overwrite."""
+    if not path.exists():
+        return
+    if not is_dataset(path) and (not path.is_dir() or any(path.iterdir())):
+        raise DatasetError(f"{path}: exists and is not a LeRobot dataset; choose another "
+                           "output directory")
+    if is_dataset(path) and not overwrite:
+        raise DatasetError(f"{path}: a dataset already exists here; choose another output "
+                           "directory (or --overwrite)")
+
+
 class DatasetWriter:
     """Write a LeRobot v3.0 dataset episode by episode.
 
@@ -198,13 +210,7 @@ class DatasetWriter:
         # Files go to a hidden sibling that replaces ``root`` at close(): a failed or killed
         # write leaves no half dataset, and --overwrite only ever replaces a dataset.
         self.final = Path(root)
-        if self.final.exists():
-            if not is_dataset(self.final) and any(self.final.iterdir()):
-                raise DatasetError(f"{self.final}: exists and is not a LeRobot dataset; choose "
-                                   "another output directory")
-            if is_dataset(self.final) and not overwrite:
-                raise DatasetError(f"{self.final}: a dataset already exists here; choose "
-                                   "another output directory (or --overwrite)")
+        check_output(self.final, overwrite)
         self.root = self.final.with_name(f".partial-{self.final.name}")
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
