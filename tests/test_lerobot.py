@@ -543,3 +543,12 @@ def test_lerobots_own_loader_reads_the_export(dataset):
         # lerobot hands every number out as float32; robosafe's reader keeps the float64
         np.testing.assert_allclose(item["eef"], frames["safety.eef_pos_m"][fi], rtol=1e-7)
         np.testing.assert_allclose(item["action"], frames["action"][fi], rtol=0, atol=0)
+
+
+def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c/notes.txt").write_text("mine")
+    proc = cli("collect", "--suite", "demo", "--out", str(tmp_path / "c"))
+    assert proc.returncode == 2
+    assert "exists and is not a LeRobot dataset" in proc.stderr
+    assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())
