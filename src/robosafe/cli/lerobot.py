@@ -17,6 +17,20 @@ export_app = typer.Typer(no_args_is_help=True, help="Write runs in other tools' 
 app.add_typer(export_app, name="export")
 
 
+def _export(run_dir: Path, out: Path, *, quiet: bool, **kw):
+    """export_run with a progress bar (episodes written)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from robosafe.runner.export import export_run
+
+    with Progress(TextColumn("export"), BarColumn(), MofNCompleteColumn(),
+                  console=Console(stderr=True), disable=quiet, transient=True) as bar:
+        job = bar.add_task("export", total=None)
+        return export_run(run_dir, out, **kw,
+                          on_episode=lambda k, n: bar.update(job, completed=k, total=n))
+
+
 def _report(res, as_json: bool, extra: dict | None = None) -> None:
     for w in res.warnings:
         typer.echo(f"robosafe: warning: {w}", err=True)
@@ -43,9 +57,9 @@ def export_lerobot(
 ):
     """A run directory as a LeRobot v3.0 dataset, with per-frame `safety.*` features and
     per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`)."""
-    from robosafe.runner.export import export_run
-
-    _report(export_run(run_dir, out, only_safe=only_safe, overwrite=overwrite), as_json)
+    quiet = as_json or not sys.stderr.isatty()
+    _report(_export(run_dir, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite),
+            as_json)
 
 
 @app.command("collect")
@@ -76,7 +90,6 @@ def collect(
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
-    from robosafe.runner.export import export_run
     from robosafe.runner.run import RunConfig
 
     check_output(out, overwrite)  # before any episode runs
@@ -91,8 +104,9 @@ def collect(
         rows = run_with_progress(cfg, where / "run" if not keep else where, workers=workers,
                                  backend="local", resume=False,
                                  quiet=as_json or not sys.stderr.isatty(), label="collect")
-        res = export_run(where / "run" if not keep else where, out, only_safe=only_safe,
-                         overwrite=overwrite)
+        res = _export(where / "run" if not keep else where, out,
+                      quiet=as_json or not sys.stderr.isatty(), only_safe=only_safe,
+                      overwrite=overwrite)
     finally:
         if not keep:
             shutil.rmtree(where, ignore_errors=True)
