@@ -292,7 +292,8 @@ def test_repeated_contacts_of_one_pair_are_merged_and_said(tmp_path):
 LIBERO_TASK = "pick up the black bowl between the plate and the ramekin and place it on the plate"
 
 
-def write_libero_style(root: Path, n_eps: int = 2, length: int = 12) -> None:
+def write_libero_style(root: Path, n_eps: int = 2, length: int = 12,
+                       success: list[bool] | None = None) -> None:
     """A LIBERO LeRobot conversion as the common ones look: 8-d state, 7-d action, fps 10,
     written here with pyarrow (no robosafe code)."""
     f32 = pa.float32()
@@ -326,6 +327,12 @@ def write_libero_style(root: Path, n_eps: int = 2, length: int = 12) -> None:
         "episode_index": pa.array(np.repeat(np.arange(n_eps), length)),
         "index": pa.array(np.arange(n_eps * length)),
         "task_index": pa.array(np.zeros(n_eps * length, np.int64))}
+    if success is not None:  # lerobot eval rollouts mark success on the frames
+        feats["next.success"] = {"dtype": "bool", "shape": [1], "names": None}
+        flags = np.zeros((n_eps, length), bool)
+        flags[:, -1] = success
+        cols["next.success"] = pa.array(flags.ravel())
+        (root / "meta/info.json").write_text(json.dumps(info))
     pq.write_table(pa.table(cols), root / "data/chunk-000/file-000.parquet")
     pq.write_table(pa.table({
         "episode_index": list(range(n_eps)), "tasks": [[LIBERO_TASK]] * n_eps,
@@ -552,3 +559,14 @@ def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
     assert proc.returncode == 2
     assert "exists and is not a LeRobot dataset" in proc.stderr
     assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())
+
+
+def test_foreign_success_comes_from_next_success(tmp_path):
+    write_libero_style(tmp_path / "ev", success=[True, False])
+    proc = cli("score", str(tmp_path / "ev"), "--json", "--bootstrap", "0")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "unscored families" in ln]
+    assert "success" not in line.split("satisfied):")[1]
+    out = json.loads(proc.stdout)
+    assert [e["success"] for e in out["episodes"]] == [True, False]
+    assert out["aggregate"]["sr"] == 0.5
