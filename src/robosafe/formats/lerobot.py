@@ -144,7 +144,7 @@ _LEVELS = np.arange(256) / 255.0
 
 def _image_moments(frames: np.ndarray) -> _Moments:
     """Per-channel statistics of RGB frames in [0, 1] (LeRobot's image stats, shape (3,1,1)),
-    from a 256-bin histogram per channel: exact, and 3x faster than float moments."""
+    from a 256-bin histogram per channel: exact, without a float copy of the frames."""
     flat = np.ascontiguousarray(frames, dtype=np.uint8).reshape(-1, 3)
     hist = np.stack([np.bincount(flat[:, c], minlength=256) for c in range(3)])
     seen = hist > 0

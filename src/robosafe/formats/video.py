@@ -17,8 +17,8 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 CODEC = "libx264"
-"""h264: every LeRobot decoder (torchcodec, PyAV, the dataset visualizer) reads it; LeRobot's
-own default, AV1 (libsvtav1), is several times slower to encode on a CPU."""
+"""h264: every LeRobot decoder (torchcodec, PyAV, the dataset visualizer) reads it, also where
+an AV1 decoder (LeRobot's own default codec, libsvtav1) is missing."""
 CODEC_NAME = {"libx264": "h264", "h264": "h264", "libsvtav1": "av1", "mpeg4": "mpeg4"}
 OPTIONS = {"libx264": {"crf": "23", "preset": "veryfast"}}
 GOP = 2
