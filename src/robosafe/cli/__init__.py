@@ -58,6 +58,7 @@ def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
 # Commands live in their own modules; importing registers them on ``app``.
 from robosafe.cli import audit as _audit  # noqa: F401
 from robosafe.cli import grounding as _grounding  # noqa: F401
+from robosafe.cli import lerobot as _lerobot  # noqa: F401
 from robosafe.cli import policies as _policies  # noqa: F401
 from robosafe.cli import report as _report  # noqa: F401
 from robosafe.cli import results as _results  # noqa: F401

@@ -91,6 +91,42 @@ def _print_summary(summaries: dict[str, dict]) -> None:
     Console().print(table)
 
 
+# The task selection `run` and `collect` share (one declaration, one meaning).
+SUITE = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list), or with "
+                                           "--host libero a LIBERO suite.")
+LEVEL = typer.Option(None, "--level", "-l", min=0, max=2,
+                     help="Only this level (L0-L2) of the suite.")
+TASK_ID = typer.Option(None, "--task-id", help="Only these suite tasks.")
+TASK = typer.Option(None, "--task", help="A CBDDL task file (repeatable).")
+EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
+SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
+                                           "(default 0..N-1).")
+
+
+def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
+                 task: list[Path] | None) -> dict[str, str]:
+    """task_id -> task file from --suite/--level/--task-id and --task (run and collect)."""
+    from robosafe.tasks.suites import suite_tasks
+
+    tasks: dict[str, str] = {}
+    if suite:
+        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
+        unknown = sorted(set(task_id or ()) - set(chosen))
+        if unknown:
+            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
+                 + (f" level L{level}" if level is not None else ""))
+        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
+    elif level is not None or task_id:
+        fail("--level and --task-id select tasks of a --suite")
+    for t in task or []:
+        if t.stem in tasks:
+            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
+        tasks[t.stem] = str(t)
+    if not tasks:
+        fail("nothing to run: give --suite NAME or --task FILE")
+    return tasks
+
+
 @app.command("run")
 @user_errors
 def run(
@@ -101,15 +137,12 @@ def run(
     host: str = typer.Option("robosafe", "--host",
                              help="robosafe (CBDDL tasks in robosafe's simulator) or libero "
                                   "(LIBERO's own envs and protocol; run in LIBERO's env)."),
-    suite: str = typer.Option(None, "--suite", help="A built-in suite (robosafe suites list), "
-                                                    "or with --host libero a LIBERO suite."),
-    level: int = typer.Option(None, "--level", "-l", min=0, max=2,
-                              help="Only this level (L0-L2) of the suite."),
-    task_id: list[str] = typer.Option(None, "--task-id", help="Only these suite tasks."),
-    task: list[Path] = typer.Option(None, "--task", help="A CBDDL task file (repeatable)."),
-    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task."),
-    seeds: str = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
-                                                    "(default 0..N-1)."),
+    suite: str = SUITE,
+    level: int = LEVEL,
+    task_id: list[str] = TASK_ID,
+    task: list[Path] = TASK,
+    episodes: int = EPISODES,
+    seeds: str = SEEDS,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -121,6 +154,9 @@ def run(
                                     help="What a ws:// policy is sent: robosuite | "
                                          "robosuite-privileged | openpi-libero (default: the "
                                          "host's; API key from $ROBOSAFE_POLICY_API_KEY)."),
+    record_frames: bool = typer.Option(False, "--record-frames",
+                                       help="Keep robot state and camera videos per episode "
+                                            "(for `robosafe export lerobot`)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
@@ -137,13 +173,14 @@ def run(
     elif host != "robosafe":
         fail(f"--host: unknown host {host!r} (robosafe or libero)")
     else:
-        tasks = _suite_tasks(suite, task_id, level, task)
+        tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
                     seeds=_ints(seeds, "--seeds") if seeds else (),
                     language_levels=_levels(language_level, "--language-level", 4),
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
-                    obs_adapter=obs_adapter, checkpoint_ref=checkpoint)
+                    obs_adapter=obs_adapter, record_frames=record_frames,
+                    checkpoint_ref=checkpoint)
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet)
@@ -176,29 +213,6 @@ def _libero_tasks(suite, task_id, level, task, language_level, visual_level) -> 
              "host runs LIBERO's protocol unchanged")
     libero.suite_spec(suite)
     return libero.suite_tasks(suite, task_id or None)
-
-
-def _suite_tasks(suite, task_id, level, task) -> dict[str, str]:
-    """The CBDDL tasks of a built-in suite (or level of it) and of ``--task`` files."""
-    from robosafe.tasks.suites import suite_tasks
-
-    tasks: dict[str, str] = {}
-    if suite:
-        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
-        unknown = sorted(set(task_id or ()) - set(chosen))
-        if unknown:
-            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
-                 + (f" level L{level}" if level is not None else ""))
-        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
-    elif level is not None or task_id:
-        fail("--level and --task-id select tasks of a --suite")
-    for t in task or []:
-        if t.stem in tasks:
-            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
-        tasks[t.stem] = str(t)
-    if not tasks:
-        fail("nothing to run: give --suite NAME or --task FILE")
-    return tasks
 
 
 DEMO_POLICIES = ("scripted-careful", "scripted-careless")

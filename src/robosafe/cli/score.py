@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from importlib import resources
@@ -35,6 +36,58 @@ def _error_record(err: RobosafeError) -> dict:
     return {"message": str(err), "text": str(err)}
 
 
+def _dataset_episodes(path: Path, on_error) -> list:
+    """A LeRobot dataset's episodes as traces; what it lacks is reported once (stderr)."""
+    from robosafe.formats.lerobot import Dataset
+    from robosafe.formats.traces import read_traces
+
+    imp = read_traces(Dataset(path))
+    for line in imp.lines(str(path)):
+        typer.echo(f"robosafe: {line}", err=True)
+    for err in imp.errors:
+        on_error(err)
+    if imp.profile == "robosafe":
+        return imp.episodes
+    return _registry_tasks(imp.episodes, imp.profile, str(path))
+
+
+def _registry_tasks(episodes: list, profile: str, source: str) -> list:
+    """Tie another tool's task strings to registry tasks: the profile's benchmarks are searched
+    for an entry whose name is the task (LIBERO-10 names carry a scene prefix). A task found
+    nowhere is scored with an empty task-tag record (only specs its signals back) and said so."""
+    from dataclasses import replace
+
+    from robosafe.formats.traces import profile_benchmarks
+    from robosafe.trace.episode import TaskTags
+
+    reg = load_registry()
+    found: dict[str, tuple[str, str] | None] = {}
+    for ep in episodes:
+        if ep.task_id in found:
+            continue
+        hit = None
+        for bench in profile_benchmarks(profile):
+            for e in reg.tasks.get(bench, {}).get("entries", []):
+                name = str(e.get("name", ""))
+                if ep.task_id in (name, e.get("id")) or name.lower().endswith("_" + ep.task_id):
+                    hit = (bench, e["id"])
+                    break
+            if hit:
+                break
+        found[ep.task_id] = hit
+        if hit is None:
+            typer.echo(f"robosafe: {source}: task {ep.task_id!r} is in no {profile} registry "
+                       "entry: scored without task tags (only the specs its signals back)",
+                       err=True)
+    out = []
+    for ep in episodes:
+        hit = found[ep.task_id]
+        out.append(replace(ep, benchmark=hit[0], task_id=hit[1],
+                           meta={**ep.meta, "task_name": ep.task_id}) if hit
+                   else replace(ep, task_tags=TaskTags()))
+    return out
+
+
 def _expand(path: str) -> list[str]:
     """A run directory (``robosafe run``) stands for its episode traces."""
     from robosafe.runner.rundir import is_run_dir, open_run
@@ -50,8 +103,9 @@ def _expand(path: str) -> list[str]:
 @app.command()
 @user_errors
 def score(
-    paths: list[Path] = typer.Argument(None, help="Trace files (.json, .jsonl[.gz], .parquet) "
-                                       "or run directories of `robosafe run`."),
+    paths: list[Path] = typer.Argument(None, help="Trace files (.json, .jsonl[.gz], .parquet), "
+                                       "run directories of `robosafe run` or LeRobot v3.0 "
+                                       "dataset directories."),
     example: bool = typer.Option(False, "--example", help="Score the shipped example traces."),
     out: str = typer.Option(None, "--out", help="Write the App. B metrics JSON to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
@@ -93,8 +147,12 @@ def score(
     if wanted - set(TABLES):
         fail(f"--table: unknown {', '.join(sorted(wanted - set(TABLES)))}; choose from "
              f"{', '.join(TABLES)} or all")
-    files = [f for p in (paths or []) for f in _expand(str(p))] + (example_paths() if example else [])
-    if not files:
+    from robosafe.formats.lerobot import is_dataset
+
+    datasets = [p for p in (paths or []) if is_dataset(p)]
+    files = [f for p in (paths or []) if not is_dataset(p) for f in _expand(str(p))] + (
+        example_paths() if example else [])
+    if not files and not datasets:
         fail("no trace files given (pass PATH... or --example)")
 
     errors: list[RobosafeError] = []
@@ -106,14 +164,30 @@ def score(
     def warn(line: str) -> None:
         typer.echo(f"robosafe: warning: {line}", err=True)
 
+    from robosafe.safety.score import score_stream
+
+    def dataset_scores():
+        for d in datasets:
+            try:  # a dataset robosafe cannot read is skipped; the other inputs are scored
+                episodes = _dataset_episodes(d, on_error)
+            except RobosafeError as err:
+                on_error(err)
+                continue
+            got = list(score_stream(episodes, variant=tier, on_error=on_error))
+            if got and not any(s.active_specs for s in got):
+                typer.echo(f"robosafe: {d}: no safety spec could be evaluated on any episode: "
+                           "its Safety and SBU are vacuous, not measured", err=True)
+            yield from got
+
     workers = workers or max(1, (os.cpu_count() or 1) // 2)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:
         task = bar.add_task("scoring", total=None)
         scores = []
-        for s in score_files(files, variant=tier, workers=workers, on_error=on_error,
-                             on_warning=warn):
+        for s in itertools.chain(score_files(files, variant=tier, workers=workers,
+                                             on_error=on_error, on_warning=warn),
+                                 dataset_scores()):
             scores.append(s)
             bar.advance(task)
     if not scores:

@@ -183,7 +183,7 @@ class LiberoEnv:
         self.bddl = bm.get_task_bddl_file_path(i)
         self.init_states = np.asarray(bm.get_task_init_states(i))
         self.horizon = int(horizon or suite_spec(suite)["max_steps"])
-        self.images = bool(images)
+        self.images = self.render = bool(images)
         self.image_size = int(image_size or proto["image_size"])
         self.cameras = tuple(proto["cameras"]) if images else ()
         from libero.libero.envs.env_wrapper import ControlEnv, OffScreenRenderEnv
@@ -216,6 +216,10 @@ class LiberoEnv:
     def action_dim(self) -> int:
         return int(self.protocol["action_dim"])
 
+    @property
+    def control_freq(self) -> int:
+        return int(self.protocol["control_freq"])
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Episode from official initial state ``seed`` (LIBERO's episode index)."""
         k = int(seed or 0)
@@ -245,11 +249,12 @@ class LiberoEnv:
         truncated = self.steps >= self.horizon and not self.success
         return self._observe(obs), float(self.success), self.success, truncated, self._info()
 
-    def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+    def play(self, policy, obs: dict, max_steps: int | None = None,
+             on_obs=None) -> tuple[dict, list]:
         """Run ``policy`` until success or the step limit; the last info and the actions."""
         from robosafe.policies.base import play
 
-        return play(self, policy, obs, max_steps)
+        return play(self, policy, obs, max_steps, on_obs)
 
     def _observe(self, obs: dict) -> dict:
         out = dict(obs)
@@ -270,7 +275,7 @@ class LiberoEnv:
         base = self.env.env
         return {"instruction": self.instruction, "task_id": self.task_id, "seed": self.seed,
                 "suite": self.suite, "host": HOST, "action_dim": self.action_dim,
-                "control_freq": int(self.protocol["control_freq"]),
+                "control_freq": self.control_freq,
                 "goal_atoms": [[str(a) for a in atom]
                                for atom in base.parsed_problem["goal_state"]],
                 "objects": list(base.objects_dict), "fixtures": list(base.fixtures_dict),

@@ -116,17 +116,23 @@ class ReplayPolicy:
         return a
 
 
-def play(env, policy: Policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+def play(env, policy: Policy, obs: dict, max_steps: int | None = None,
+         on_obs=None) -> tuple[dict, list]:
     """One episode loop for every host env (robosafe's TaskEnv, LIBERO's): ``policy.reset`` with
     the env's task info, then act and step from ``obs`` (what ``env.reset`` returned) until the
-    episode terminates or truncates, or ``max_steps`` (at most the env's horizon). Returns the
+    episode terminates or truncates, or ``max_steps`` (at most the env's horizon). ``on_obs``
+    (if given) sees every observation, the first included: one per trace row. Returns the
     last info and the actions taken."""
     policy.reset(env.task_info())
     info: dict = {"success": env.success}
     actions: list = []
+    if on_obs is not None:
+        on_obs(obs)
     for _ in range(min(max_steps or env.horizon, env.horizon)):
         actions.append(policy.act(obs))
         obs, _, terminated, truncated, info = env.step(actions[-1])
+        if on_obs is not None:
+            on_obs(obs)
         if terminated or truncated:
             break
     return info, actions

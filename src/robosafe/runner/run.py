@@ -48,6 +48,7 @@ class RunConfig:
     images: bool = False
     image_size: int | None = None
     obs_adapter: str | None = None  # remote policies: adapters.yaml entry (default: the host's)
+    record_frames: bool = False  # robot state + camera mp4s per episode (LeRobot export)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -160,7 +161,10 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
         base["task_name"] = getattr(env, "task_name", cell.task_id)
         policy = _policy(cfg)
         obs, info = env.reset(seed=cell.seed)
-        info, actions = env.play(policy, obs)
+        frames = _frames(run, cfg, cell, env)
+        info, actions = env.play(policy, obs, on_obs=frames)
+        if frames is not None:
+            frames.finish()
         run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
         ep = env.episode(episode_id=cell.name, policy=run.policy_name,
                          instance_id=cell.instance_id,
@@ -179,6 +183,15 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
     row["wall_s"] = round(time.perf_counter() - start, 3)
     run.write_outcome(cell, row)
     return row
+
+
+def _frames(run: RunDir, cfg: RunConfig, cell: Cell, env):
+    if not cfg.record_frames:
+        return None
+    from robosafe.runner.frames import FrameRecorder
+
+    cams = env.cameras if env.render else ()
+    return FrameRecorder(run.path / "frames" / cell.name, cams, round(env.control_freq))
 
 
 # -- orchestration ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ Layout::
       actions/<cell>.npy    the actions the policy took (replay:RUN_DIR/traces/<cell>.jsonl)
       outcomes/<cell>.json  one episode-outcome row per episode (finished or crashed)
       outcomes.csv          every row, sorted by cell (rebuilt after each run and on resume)
+      frames/<cell>/        with record_frames: state.npy and <camera>.mp4 (runner.frames)
 
 A cell is one (task, episode index, language level, visual level); its seed is the run's seed
 list entry for the episode index, so two policies run with the same seeds see the same initial

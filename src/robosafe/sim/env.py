@@ -225,12 +225,14 @@ class TaskEnv:
         return (self._observe(), float(self.success), terminated, truncated,
                 self._info(cost, terms))
 
-    def play(self, policy, obs: dict, max_steps: int | None = None) -> tuple[dict, list]:
+    def play(self, policy, obs: dict, max_steps: int | None = None,
+             on_obs=None) -> tuple[dict, list]:
         """Run ``policy`` from the observation ``reset`` returned until the episode ends (or
-        ``max_steps``); the last info and the actions taken."""
+        ``max_steps``); the last info and the actions taken. ``on_obs`` (if given) sees every
+        observation, the first one included: one per trace row."""
         from robosafe.policies.base import play
 
-        return play(self, policy, obs, max_steps)
+        return play(self, policy, obs, max_steps, on_obs)
 
     def _freeze(self, terms: list[float]) -> None:
         """VLA-Arena App. 7.4: a moving object stops at its first violation of a term."""

@@ -1,0 +1,524 @@
+"""LeRobot v3.0 datasets, written and read with pyarrow and PyAV (no lerobot install needed).
+
+Layout (LeRobot ``codebase_version`` "v3.0", learned from lerobot's public source)::
+
+    ROOT/meta/info.json                          codebase_version, fps, features, paths, totals
+    ROOT/meta/tasks.parquet                      one row per task: task (pandas index), task_index
+    ROOT/meta/episodes/chunk-000/file-000.parquet   one row per episode: length, tasks, where its
+                                                 frames and video segments are, per-episode stats
+    ROOT/meta/stats.json                         min / max / mean / std / count per feature
+    ROOT/data/chunk-000/file-000.parquet         one row per frame
+    ROOT/videos/<key>/chunk-000/file-000.mp4     the frames of every episode of one camera
+
+A feature of shape ``(1,)`` is a scalar column, ``(n,)`` a fixed-size list column (what the HF
+``datasets`` ``Sequence(length=n)`` feature LeRobot declares becomes in Arrow). Video features
+have no column: frame ``i`` of episode ``e`` is the frame at time
+``videos/<key>/from_timestamp + i / fps`` of the episode's video file. Episodes are appended to
+one data file and one video file per camera (a chunk holds up to ``chunks_size`` files; one
+file is enough for the datasets robosafe writes, and readers follow the per-episode indices).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robosafe.errors import RobosafeError
+
+CODEBASE_VERSION = "v3.0"
+CHUNKS_SIZE = 1000
+DATA_FILE_MB, VIDEO_FILE_MB = 100, 500
+INFO_PATH, STATS_PATH, TASKS_PATH = "meta/info.json", "meta/stats.json", "meta/tasks.parquet"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+DEFAULT_FEATURES = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+_ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(),
+          "int32": pa.int32(), "bool": pa.bool_(), "uint8": pa.uint8()}
+
+
+class DatasetError(RobosafeError):
+    """A LeRobot dataset is malformed; names the file and field."""
+
+
+def arrow_type(name: str, ft: dict) -> pa.DataType:
+    """Arrow type of a numeric feature's column."""
+    try:
+        base = _ARROW[ft["dtype"]]
+    except KeyError:
+        raise DatasetError(f"{INFO_PATH}: features.{name}.dtype: unsupported "
+                           f"{ft.get('dtype')!r}") from None
+    shape = list(ft["shape"])
+    if shape == [1]:
+        return base
+    if len(shape) != 1:
+        raise DatasetError(f"{INFO_PATH}: features.{name}.shape: only 1-d features are "
+                           f"supported here, got {shape}")
+    return pa.list_(base, shape[0])
+
+
+def _column(values: np.ndarray, typ: pa.DataType) -> pa.Array:
+    if pa.types.is_fixed_size_list(typ):
+        flat = pa.array(np.ascontiguousarray(values).reshape(-1), typ.value_type)
+        return pa.FixedSizeListArray.from_arrays(flat, typ.list_size)
+    return pa.array(np.asarray(values).reshape(-1), typ)
+
+
+# --------------------------------------------------------------------------- statistics
+
+@dataclass
+class _Moments:
+    """Running min / max / mean / std of one feature (NaN values left out)."""
+
+    n: np.ndarray | None = None
+    total: np.ndarray | None = None
+    sq: np.ndarray | None = None
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    frames: int = 0
+
+    def add(self, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=np.float64)
+        ok = ~np.isnan(x)
+        z = np.where(ok, x, 0.0)
+        parts = (ok.sum(0), z.sum(0), (z * z).sum(0),
+                 np.where(ok, x, np.inf).min(0), np.where(ok, x, -np.inf).max(0))
+        if self.n is None:
+            self.n, self.total, self.sq, self.lo, self.hi = parts
+        else:
+            self.n = self.n + parts[0]
+            self.total, self.sq = self.total + parts[1], self.sq + parts[2]
+            self.lo, self.hi = np.minimum(self.lo, parts[3]), np.maximum(self.hi, parts[4])
+        self.frames += x.shape[0]
+
+    def merge(self, other: _Moments) -> None:
+        if other.n is None:
+            return
+        if self.n is None:
+            self.n, self.total, self.sq, self.lo, self.hi = (
+                other.n, other.total, other.sq, other.lo, other.hi)
+        else:
+            self.n, self.total, self.sq = self.n + other.n, self.total + other.total, \
+                self.sq + other.sq
+            self.lo, self.hi = np.minimum(self.lo, other.lo), np.maximum(self.hi, other.hi)
+        self.frames += other.frames
+
+    def result(self) -> dict[str, Any]:
+        n = np.maximum(self.n, 1)
+        mean = self.total / n
+        std = np.sqrt(np.maximum(self.sq / n - mean * mean, 0.0))
+        empty = self.n == 0  # a column that is NaN in every frame has no statistics
+        pick = [np.where(empty, np.nan, v) for v in (self.lo, self.hi, mean, std)]
+        out = {k: v.tolist() for k, v in zip(("min", "max", "mean", "std"), pick)}
+        out["count"] = [self.frames]
+        return out
+
+
+def _json_safe(stats: dict) -> dict:
+    """NaN (no value in any frame) becomes null: JSON has no NaN."""
+    def fix(v):
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return None if isinstance(v, float) and math.isnan(v) else v
+    return {k: {s: fix(v) for s, v in d.items()} for k, d in stats.items()}
+
+
+_LEVELS = np.arange(256) / 255.0
+
+
+def _image_moments(frames: np.ndarray) -> _Moments:
+    """Per-channel statistics of RGB frames in [0, 1] (LeRobot's image stats, shape (3,1,1)),
+    from a 256-bin histogram per channel: exact, without a float copy of the frames."""
+    flat = np.ascontiguousarray(frames, dtype=np.uint8).reshape(-1, 3)
+    hist = np.stack([np.bincount(flat[:, c], minlength=256) for c in range(3)])
+    seen = hist > 0
+    return _Moments(n=hist.sum(1), total=hist @ _LEVELS, sq=hist @ (_LEVELS * _LEVELS),
+                    lo=_LEVELS[seen.argmax(1)], hi=_LEVELS[255 - seen[:, ::-1].argmax(1)],
+                    frames=frames.shape[0])
+
+
+def _image_stats(m: _Moments) -> dict[str, Any]:
+    r = m.result()
+    return {k: ([[[x]] for x in v] if k != "count" else v) for k, v in r.items()}
+
+
+# --------------------------------------------------------------------------- writer
+
+def _tasks_table(tasks: list[str]) -> pa.Table:
+    """tasks.parquet as pandas writes a DataFrame indexed by ``task`` (what LeRobot reads with
+    ``pd.read_parquet``: the task strings become the index)."""
+    pandas_meta = {
+        "index_columns": ["task"], "column_indexes": [],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
+             "numpy_type": "int64", "metadata": None},
+            {"name": "task", "field_name": "task", "pandas_type": "unicode",
+             "numpy_type": "object", "metadata": None}],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.0"}
+    schema = pa.schema([("task_index", pa.int64()), ("task", pa.string())],
+                       metadata={b"pandas": json.dumps(pandas_meta).encode()})
+    return pa.table([pa.array(range(len(tasks)), pa.int64()), pa.array(tasks, pa.string())],
+                    schema=schema)
+
+
+@dataclass
+class _Video:
+    writer: Any
+    moments: _Moments = field(default_factory=_Moments)
+
+
+def check_output(path: Path, overwrite: bool = False) -> None:
+    """A dataset may be written at ``path``: new, empty, or a dataset to overwrite."""
+    if not path.exists():
+        return
+    if not is_dataset(path) and (not path.is_dir() or any(path.iterdir())):
+        raise DatasetError(f"{path}: exists and is not a LeRobot dataset; choose another "
+                           "output directory")
+    if is_dataset(path) and not overwrite:
+        raise DatasetError(f"{path}: a dataset already exists here; choose another output "
+                           "directory (or --overwrite)")
+
+
+class DatasetWriter:
+    """Write a LeRobot v3.0 dataset episode by episode.
+
+    ``features`` are the numeric per-frame features besides LeRobot's defaults (``{name:
+    {"dtype", "shape", "names"}}``); ``cameras`` maps a video feature name to its (height,
+    width). ``episode_columns`` are extra per-episode columns of ``meta/episodes`` (Arrow types).
+    """
+
+    def __init__(self, root: str | Path, *, fps: int, features: dict[str, dict],
+                 cameras: dict[str, tuple[int, int]] | None = None, robot_type: str | None = None,
+                 episode_columns: dict[str, pa.DataType] | None = None, overwrite: bool = False):
+        # Files go to a hidden sibling that replaces ``root`` at close(): a failed or killed
+        # write leaves no half dataset, and --overwrite only ever replaces a dataset.
+        self.final = Path(root)
+        check_output(self.final, overwrite)
+        self.root = self.final.with_name(f".partial-{self.final.name}")
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        if int(fps) != fps or fps <= 0:
+            raise DatasetError(f"fps must be a positive integer, got {fps}")
+        self.fps = int(fps)
+        bad = [k for k in features if "/" in k or k in DEFAULT_FEATURES]
+        if bad:
+            raise DatasetError(f"feature names may not contain '/' or repeat a default "
+                               f"feature: {bad}")
+        self.features = {k: {**v, "shape": list(v["shape"])} for k, v in features.items()}
+        self.cameras = dict(cameras or {})
+        self.robot_type = robot_type
+        self.episode_columns = dict(episode_columns or {})
+        self.schema = pa.schema(
+            [(k, arrow_type(k, v)) for k, v in self.features.items()]
+            + [(k, arrow_type(k, v)) for k, v in DEFAULT_FEATURES.items()])
+        self.tasks: dict[str, int] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.frames = 0
+        self.stats = {k: _Moments() for k in [*self.features, *DEFAULT_FEATURES]}
+        self._data: pq.ParquetWriter | None = None
+        self._videos: dict[str, _Video] = {}
+
+    def _data_writer(self) -> pq.ParquetWriter:
+        if self._data is None:
+            path = self.root / DATA_PATH.format(chunk_index=0, file_index=0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._data = pq.ParquetWriter(path, self.schema, compression="snappy")
+        return self._data
+
+    def _video(self, key: str) -> _Video:
+        if key not in self._videos:
+            from robosafe.formats.video import VideoWriter
+
+            h, w = self.cameras[key]
+            path = self.root / VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0)
+            self._videos[key] = _Video(VideoWriter(path, self.fps, h, w))
+        return self._videos[key]
+
+    def add_episode(self, frames: dict[str, np.ndarray], task: str,
+                    videos: dict[str, Iterable[np.ndarray]] | None = None,
+                    extra: dict[str, Any] | None = None) -> int:
+        """Append one episode: ``frames[name]`` is (L,) or (L, n) per feature, ``videos[key]``
+        yields L RGB frames. Returns the episode index."""
+        lengths = {k: len(v) for k, v in frames.items()}
+        if set(frames) != set(self.features):
+            raise DatasetError(f"episode features {sorted(frames)} differ from the dataset's "
+                               f"{sorted(self.features)}")
+        n = next(iter(lengths.values()), 0)
+        if n == 0 or any(v != n for v in lengths.values()):
+            raise DatasetError(f"episode frames have different or zero lengths: {lengths}")
+        ep = len(self.rows)
+        task_index = self.tasks.setdefault(task, len(self.tasks))
+        cols = dict(frames)
+        cols |= {"timestamp": (np.arange(n) / self.fps).astype(np.float32),
+                 "frame_index": np.arange(n, dtype=np.int64),
+                 "episode_index": np.full(n, ep, dtype=np.int64),
+                 "index": np.arange(self.frames, self.frames + n, dtype=np.int64),
+                 "task_index": np.full(n, task_index, dtype=np.int64)}
+        batch = pa.record_batch([_column(cols[f.name], f.type) for f in self.schema],
+                                schema=self.schema)
+        self._data_writer().write_batch(batch)
+        row: dict[str, Any] = {
+            "episode_index": ep, "tasks": [task], "length": n,
+            "data/chunk_index": 0, "data/file_index": 0,
+            "dataset_from_index": self.frames, "dataset_to_index": self.frames + n}
+        for key in self.cameras:
+            if videos is None or key not in videos:
+                raise DatasetError(f"episode {ep}: no frames for camera {key}")
+            v = self._video(key)
+            start = v.writer.frames
+            shot = np.stack(list(videos[key]))
+            if shot.shape[0] != n:
+                raise DatasetError(f"episode {ep}: camera {key} has {shot.shape[0]} frames "
+                                   f"for {n} data frames")
+            for img in shot:
+                v.writer.add(img)
+            ep_m = _image_moments(shot)
+            v.moments.merge(ep_m)
+            row |= {f"videos/{key}/chunk_index": 0, f"videos/{key}/file_index": 0,
+                    f"videos/{key}/from_timestamp": start / self.fps,
+                    f"videos/{key}/to_timestamp": (start + n) / self.fps}
+            row |= {f"stats/{key}/{s}": v for s, v in _image_stats(ep_m).items()}
+        for name, m in self.stats.items():
+            ep_m = _Moments()
+            x = np.asarray(cols[name], dtype=np.float64).reshape(n, -1)
+            ep_m.add(x)
+            m.merge(ep_m)
+            row |= {f"stats/{name}/{s}": v for s, v in ep_m.result().items()}
+        row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
+        row |= dict(extra or {})
+        self.rows.append(row)
+        self.frames += n
+        return ep
+
+    def close(self, sidecar: dict[str, Any] | None = None) -> Path:
+        """Finish the files and write meta/ (``sidecar`` goes to meta/robosafe.json)."""
+        if not self.rows:
+            self.abort()
+            raise DatasetError("no episodes to write")
+        self._data_writer().close()
+        features = dict(self.features)
+        for key, (h, w) in self.cameras.items():
+            v = self._videos[key]
+            v.writer.close()
+            from robosafe.formats.video import probe
+
+            features[key] = {"dtype": "video", "shape": [h, w, 3],
+                             "names": ["height", "width", "channels"],
+                             "info": probe(v.writer.path)}
+        features |= DEFAULT_FEATURES
+        self._write_episodes()
+        tasks = sorted(self.tasks, key=self.tasks.get)
+        pq.write_table(_tasks_table(tasks), self.root / TASKS_PATH)
+        stats = {k: m.result() for k, m in self.stats.items()}
+        stats |= {k: _image_stats(v.moments) for k, v in self._videos.items()}
+        _write_json(self.root / STATS_PATH, _json_safe(stats))
+        info = {
+            "codebase_version": CODEBASE_VERSION, "robot_type": self.robot_type,
+            "total_episodes": len(self.rows), "total_frames": self.frames,
+            "total_tasks": len(tasks), "chunks_size": CHUNKS_SIZE,
+            "data_files_size_in_mb": DATA_FILE_MB, "video_files_size_in_mb": VIDEO_FILE_MB,
+            "fps": self.fps, "splits": {"train": f"0:{len(self.rows)}"},
+            "data_path": DATA_PATH, "video_path": VIDEO_PATH if self.cameras else None,
+            "features": features}
+        if sidecar is not None:
+            _write_json(self.root / "meta" / "robosafe.json", sidecar)
+        _write_json(self.root / INFO_PATH, info)
+        if self.final.exists():
+            shutil.rmtree(self.final)
+        os.replace(self.root, self.final)
+        return self.final
+
+    def _write_episodes(self) -> None:
+        names = list(dict.fromkeys(k for r in self.rows for k in r))
+        arrays, fields = [], []
+        for name in names:
+            values = [r.get(name) for r in self.rows]
+            if name in self.episode_columns:
+                typ = self.episode_columns[name]
+            elif name == "tasks":
+                typ = pa.list_(pa.string())
+            elif name.startswith("stats/"):
+                inner = pa.int64() if name.endswith("/count") else pa.float64()
+                depth = _depth(next(v for v in values if v is not None))
+                typ = inner
+                for _ in range(depth):
+                    typ = pa.list_(typ)
+            elif name.endswith("_timestamp"):
+                typ = pa.float64()
+            elif name.endswith("_index") or name in ("length",):
+                typ = pa.int64()
+            else:  # an extra column the caller did not type
+                typ = pa.array(values).type
+            arrays.append(pa.array(values, typ))
+            fields.append((name, typ))
+        path = self.root / EPISODES_PATH.format(chunk_index=0, file_index=0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), path)
+
+    def abort(self) -> None:
+        """Close what is open and remove the partial files."""
+        if self._data is not None:
+            self._data.close()
+        for v in self._videos.values():
+            v.writer.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _depth(v: Any) -> int:
+    d = 0
+    while isinstance(v, list):
+        d += 1
+        v = v[0] if v else None
+    return d
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=4, allow_nan=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- reader
+
+def is_dataset(path: str | Path) -> bool:
+    return (Path(path) / INFO_PATH).is_file()
+
+
+class Dataset:
+    """A LeRobot v3.0 dataset on disk: info, tasks, episodes, per-episode frames and videos."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        info_path = self.root / INFO_PATH
+        if not info_path.is_file():
+            raise DatasetError(f"{self.root}: not a LeRobot dataset (no {INFO_PATH})")
+        try:
+            self.info = json.loads(info_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{info_path}: line {exc.lineno}: not valid JSON "
+                               f"({exc.msg})") from None
+        version = self.info.get("codebase_version")
+        if version != CODEBASE_VERSION:
+            raise DatasetError(f"{info_path}: codebase_version {version!r}; robosafe reads "
+                               f"LeRobot {CODEBASE_VERSION} datasets (convert older ones with "
+                               "lerobot's converter)")
+        for key in ("fps", "features", "data_path"):
+            if key not in self.info:
+                raise DatasetError(f"{info_path}: missing field {key!r}")
+        self.fps = self.info["fps"]
+        self.features: dict[str, dict] = self.info["features"]
+        self.tasks = self._tasks()
+        self.episodes = self._episodes()
+        sidecar = self.root / "meta" / "robosafe.json"
+        self.robosafe = json.loads(sidecar.read_text(encoding="utf-8")) \
+            if sidecar.is_file() else None
+        self._tables: dict[str, pa.Table] = {}
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [k for k, v in self.features.items() if v.get("dtype") == "video"]
+
+    def _read(self, path: Path) -> pa.Table:
+        try:
+            return pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise DatasetError(f"{path}: not a readable Parquet file: {exc}") from None
+
+    def _tasks(self) -> list[str]:
+        path = self.root / TASKS_PATH
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing (the dataset's task strings)")
+        t = self._read(path)
+        if "task_index" not in t.column_names:
+            raise DatasetError(f"{path}: no task_index column")
+        text = next((c for c in ("task", "__index_level_0__") if c in t.column_names), None)
+        if text is None:
+            raise DatasetError(f"{path}: no task column")
+        out = [""] * t.num_rows
+        for i, s in zip(t.column("task_index").to_pylist(), t.column(text).to_pylist()):
+            out[i] = s
+        return out
+
+    def _episodes(self) -> list[dict[str, Any]]:
+        files = sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+        if not files:
+            raise DatasetError(f"{self.root / 'meta/episodes'}: no episode metadata files")
+        rows = [r for f in files for r in self._read(f).to_pylist()]
+        for need in ("episode_index", "length", "data/chunk_index", "data/file_index"):
+            if rows and need not in rows[0]:
+                raise DatasetError(f"{files[0]}: missing column {need!r}")
+        return sorted(rows, key=lambda r: r["episode_index"])
+
+    def episode(self, index: int) -> dict[str, Any]:
+        for r in self.episodes:
+            if r["episode_index"] == index:
+                return r
+        raise DatasetError(f"{self.root}: no episode {index}")
+
+    def frames(self, index: int) -> dict[str, np.ndarray]:
+        """Every non-video feature of one episode as numpy, (L,) or (L, n), in frame order."""
+        row = self.episode(index)
+        rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"],
+                                            file_index=row["data/file_index"])
+        table = self._tables.get(rel)
+        if table is None:
+            table = self._tables[rel] = self._read(self.root / rel)
+        if "episode_index" not in table.column_names:
+            raise DatasetError(f"{self.root / rel}: no episode_index column")
+        mask = table.column("episode_index").to_numpy() == index
+        rows = np.flatnonzero(mask)
+        if rows.size != row["length"]:
+            raise DatasetError(f"{self.root / rel}: episode {index} has {rows.size} frames, "
+                               f"meta/episodes says {row['length']}")
+        part = table.take(pa.array(rows))
+        out = {}
+        for name in part.column_names:
+            out[name] = _numpy(part.column(name), f"{self.root / rel}: column {name!r}")
+        if "frame_index" in out:
+            order = np.argsort(out["frame_index"], kind="stable")
+            out = {k: v[order] for k, v in out.items()}
+        return out
+
+    def video(self, key: str, index: int) -> np.ndarray:
+        """The episode's frames of one camera, (L, H, W, 3) uint8."""
+        from robosafe.formats.video import read_frames
+
+        row = self.episode(index)
+        rel = self.info["video_path"].format(video_key=key,
+                                             chunk_index=row[f"videos/{key}/chunk_index"],
+                                             file_index=row[f"videos/{key}/file_index"])
+        start = round(row[f"videos/{key}/from_timestamp"] * self.fps)
+        stop = round(row[f"videos/{key}/to_timestamp"] * self.fps)
+        return np.stack(list(read_frames(self.root / rel, start, stop)))
+
+
+def _numpy(col: pa.ChunkedArray, where: str) -> np.ndarray:
+    arr = col.combine_chunks()
+    if pa.types.is_fixed_size_list(arr.type):
+        values = arr.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(arr), arr.type.list_size)
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        sizes = np.diff(arr.offsets.to_numpy())
+        if len(arr) and (sizes != sizes[0]).any():
+            raise DatasetError(f"{where}: rows of different lengths")
+        values = arr.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(arr), sizes[0] if len(arr) else 0)
+    return arr.to_numpy(zero_copy_only=False)

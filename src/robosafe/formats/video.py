@@ -1,0 +1,104 @@
+"""mp4 streams through PyAV (the ``video`` extra), imported only when a video is touched.
+
+LeRobot v3.0 stores the frames of many episodes of one camera back to back in one mp4 file;
+an episode is the frames whose timestamps fall in ``[from_timestamp, to_timestamp)`` of its
+``meta/episodes`` row. Frames are written with ``pts = frame number`` in a ``1/fps`` time base,
+so timestamps are exact multiples of ``1/fps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+
+CODEC = "libx264"
+"""h264: every LeRobot decoder (torchcodec, PyAV, the dataset visualizer) reads it, also where
+an AV1 decoder (LeRobot's own default codec, libsvtav1) is missing."""
+CODEC_NAME = {"libx264": "h264", "h264": "h264", "libsvtav1": "av1", "mpeg4": "mpeg4"}
+OPTIONS = {"libx264": {"crf": "23", "preset": "veryfast"}}
+GOP = 2
+"""A key frame every 2 frames, LeRobot's encoding default: random access to any frame decodes
+at most one other frame."""
+PIX_FMT = "yuv420p"
+
+
+def _av():
+    try:
+        import av
+    except ImportError:
+        raise RobosafeError("camera videos need PyAV: pip install 'robosafe[video]'") from None
+    return av
+
+
+class VideoWriter:
+    """Append RGB frames (H, W, 3) uint8 to one mp4 file."""
+
+    def __init__(self, path: str | Path, fps: int, height: int, width: int,
+                 codec: str = CODEC):
+        av = _av()
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fps, self.height, self.width, self.codec = fps, height, width, codec
+        self._out = av.open(str(self.path), "w")
+        self._stream = self._out.add_stream(codec, rate=fps)
+        self._stream.width, self._stream.height = width, height
+        self._stream.pix_fmt = PIX_FMT
+        self._stream.time_base = Fraction(1, fps)
+        self._stream.codec_context.gop_size = GOP
+        self._stream.options = dict(OPTIONS.get(codec, {}))
+        self.frames = 0
+
+    def add(self, frame: np.ndarray) -> None:
+        av = _av()
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        if frame.shape != (self.height, self.width, 3):
+            raise RobosafeError(f"{self.path}: frame {self.frames} has shape {frame.shape}, "
+                                f"expected {(self.height, self.width, 3)}")
+        vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+        vf.pts = self.frames
+        vf.time_base = Fraction(1, self.fps)
+        for packet in self._stream.encode(vf):
+            self._out.mux(packet)
+        self.frames += 1
+
+    def close(self) -> None:
+        for packet in self._stream.encode():
+            self._out.mux(packet)
+        self._out.close()
+
+
+def read_frames(path: str | Path, start: int = 0, stop: int | None = None
+                ) -> Iterator[np.ndarray]:
+    """RGB frames ``start <= n < stop`` of an mp4 (n = pts in frames), in order."""
+    av = _av()
+    try:
+        container = av.open(str(path))
+    except (OSError, av.error.FFmpegError) as exc:
+        raise RobosafeError(f"{path}: not a readable video: {exc}") from None
+    with container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.base_rate
+        for n, frame in enumerate(container.decode(stream)):
+            idx = n if frame.pts is None else round(float(frame.pts * stream.time_base * rate))
+            if idx < start:
+                continue
+            if stop is not None and idx >= stop:
+                break
+            yield frame.to_ndarray(format="rgb24")
+
+
+def probe(path: str | Path) -> dict:
+    """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels)."""
+    av = _av()
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        return {"video.height": s.height, "video.width": s.width,
+                "video.codec": CODEC_NAME.get(s.codec_context.name, s.codec_context.name),
+                "video.pix_fmt": s.pix_fmt, "video.is_depth_map": False,
+                "video.fps": int(s.average_rate or s.base_rate), "video.channels": 3,
+                "has_audio": bool(c.streams.audio)}
