@@ -346,7 +346,9 @@ def write_libero_style(root: Path, n_eps: int = 2, length: int = 12,
 def test_libero_style_dataset_scores_eef_only_and_lists_unscored_families(tmp_path):
     write_libero_style(tmp_path / "libero")
     proc = cli("score", str(tmp_path / "libero"), "--json", "--bootstrap", "0")
-    assert proc.returncode == 0, proc.stderr
+    # eef positions alone activate no safe-tier spec: unscored, said so, exit 2 (nothing to
+    # report as Safety), the metrics JSON still written
+    assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     unscored = [ln for ln in lines if "unscored families" in ln]
     assert len(unscored) == 1  # once per dataset, not per episode
@@ -355,7 +357,7 @@ def test_libero_style_dataset_scores_eef_only_and_lists_unscored_families(tmp_pa
         assert fam in unscored[0]
     assert "eef_pos_m" not in unscored[0]
     assert sum("dt = 1/fps" in ln for ln in lines) == 1
-    assert sum("vacuous, not measured" in ln for ln in lines) == 1
+    assert sum("none of the 2 episodes could be scored for safety" in ln for ln in lines) == 1
     out = json.loads(proc.stdout)
     assert len(out["episodes"]) == 2
     for e in out["episodes"]:
@@ -564,7 +566,7 @@ def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
 def test_foreign_success_comes_from_next_success(tmp_path):
     write_libero_style(tmp_path / "ev", success=[True, False])
     proc = cli("score", str(tmp_path / "ev"), "--json", "--bootstrap", "0")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # SR is measured; Safety is not (unscored)
     (line,) = [ln for ln in proc.stderr.splitlines() if "unscored families" in ln]
     assert "success" not in line.split("satisfied):")[1]
     out = json.loads(proc.stdout)

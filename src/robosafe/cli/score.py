@@ -173,11 +173,8 @@ def score(
             except RobosafeError as err:
                 on_error(err)
                 continue
-            got = list(score_stream(episodes, variant=tier, on_error=on_error))
-            if got and not any(s.active_specs for s in got):
-                typer.echo(f"robosafe: {d}: no safety spec could be evaluated on any episode: "
-                           "its Safety and SBU are vacuous, not measured", err=True)
-            yield from got
+            # episodes with no usable family are unscored and said so below, as for traces
+            yield from score_stream(episodes, variant=tier, on_error=on_error)
 
     workers = workers or max(1, (os.cpu_count() or 1) // 2)
     quiet = as_json or not sys.stderr.isatty()
