@@ -105,17 +105,45 @@ class RunDir:
         return self.path / "outcomes" / f"{cell.name}.json"
 
     def trace_paths(self) -> list[Path]:
-        return sorted((self.path / "traces").glob("*.jsonl"))
+        # dot files are writes in progress (".partial-*", left behind by a killed run)
+        return sorted(p for p in (self.path / "traces").glob("*.jsonl")
+                      if not p.name.startswith("."))
+
+    def finished_traces(self) -> tuple[list[Path], list[str], list[str]]:
+        """What the outcome rows say exists: the traces of finished episodes, one gap line per
+        finished episode whose trace is missing, and note lines for files and rows that are
+        not episodes to score (crashed episodes, traces without a row, partial writes)."""
+        rows = sorted((self.path / "outcomes").glob("*.json"))
+        traces, gaps, crashed = [], [], 0
+        for p in rows:
+            if _read_row(p).get("error_type"):
+                crashed += 1
+                continue
+            trace = self.path / "traces" / f"{p.stem}.jsonl"
+            if trace.is_file():
+                traces.append(trace)
+            else:
+                gaps.append(f"{p}: a finished episode, but its trace {trace} is missing; "
+                            "not scored")
+        notes = []
+        if crashed:
+            notes.append(f"{self.path}: {crashed} crashed episode(s) have no trace to score "
+                         "(their rows are in outcomes.csv)")
+        names = {p.stem for p in rows}
+        orphans = sorted(p.name for p in self.trace_paths() if p.stem not in names)
+        if orphans:
+            notes.append(f"{self.path}: {len(orphans)} trace(s) without an outcome row (episodes "
+                         f"that did not finish; --resume reruns them) not scored: {orphans[0]}"
+                         + (", ..." if len(orphans) > 1 else ""))
+        partial = [p for p in (self.path / "traces").glob(".partial-*")]
+        if partial:
+            notes.append(f"{self.path}: {len(partial)} partial trace write(s) from an "
+                         "interrupted run ignored")
+        return traces, gaps, notes
 
     def outcomes(self) -> list[dict[str, Any]]:
         """Every outcome row (from the per-episode files), sorted by cell name."""
-        rows = []
-        for p in sorted((self.path / "outcomes").glob("*.json")):
-            try:
-                rows.append(json.loads(p.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise RobosafeError(f"{p}: unreadable outcome row: {exc}") from None
-        return rows
+        return [_read_row(p) for p in sorted((self.path / "outcomes").glob("*.json"))]
 
     def done(self) -> set[str]:
         """Cell names that already have an outcome (finished or crashed)."""
@@ -135,6 +163,16 @@ class RunDir:
                 w.writerow({k: r.get(k, "") for k in COLUMNS})
         os.replace(tmp, out)
         return out
+
+
+def _read_row(path: Path) -> dict[str, Any]:
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
+        raise RobosafeError(f"{path}: unreadable outcome row: {exc}") from None
+    if not isinstance(row, dict):
+        raise RobosafeError(f"{path}: an outcome row must be a JSON object")
+    return row
 
 
 def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) -> RunDir:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +44,8 @@ from robosafe.errors import RobosafeError
 from robosafe.runner.rundir import RunDir, open_run
 from robosafe.stats.intervals import wilson_interval, z_value
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DEFAULT_DB = "robosafe.duckdb"
@@ -174,8 +177,10 @@ def _score_trace(path: Path) -> Any:
     return scores[0]
 
 
-def _episode_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
-    """Episode rows and per-spec rows of a run directory (traces scored here)."""
+def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
+                  ) -> tuple[list[dict], list[dict]]:
+    """Episode rows and per-spec rows of a run directory (traces scored here); ``warn`` gets
+    one line per finished episode whose trace is missing (stored with NULL safety)."""
     episodes, specs = [], []
     for cell, path, row in _outcome_files(run):
         where = str(path)
@@ -215,10 +220,8 @@ def _episode_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
                           "in_safe": sid in in_safe}
                          for sid, rho in sorted(s.robustness.items()))
         elif rec["error_type"] is None:
-            # Rows without a trace (e.g. imported outcome tables) keep the judgement they carry.
-            rec["safe"] = _as_bool(row.get("safe"), where, "safe")
-            rec["sbu"] = _as_bool(row.get("sbu"), where, "sbu")
-            rec["vsi"] = _as_float(row.get("vsi"), where, "vsi")
+            # The row's own judgement is not evidence: the trace it was computed from is gone.
+            warn(f"{where}: a finished episode, but its trace {trace} is missing; not scored")
         episodes.append(rec)
     return episodes, specs
 
@@ -477,19 +480,20 @@ class Store:
             self.con.unregister(name)
 
     def ingest(self, run_dir: str | os.PathLike, *, run_id: str | None = None,
-               replace: bool = False) -> str:
+               replace: bool = False, warn: Callable[[str], None] | None = None) -> str:
         """Score a run directory and store it; returns its run id.
 
         Idempotent: the run's old rows are deleted and the new ones inserted in one
         transaction, so re-ingesting gives the same rows and a crash mid-ingest leaves the old
         ones. Scoring happens before the transaction opens, so it stays short. A run id already
         stored from another directory is refused unless ``replace`` (two runs that happen to
-        share a directory name must not silently overwrite each other).
+        share a directory name must not silently overwrite each other). ``warn`` (default:
+        the logger) gets one line per finished episode that could not be scored.
         """
         run = open_run(run_dir)
         rid = run_id or run.run_id
         where = str(run.path.resolve())
-        episodes, specs = _episode_rows(run, rid)
+        episodes, specs = _episode_rows(run, rid, warn or log.warning)
         prev = self.con.execute("SELECT run_dir FROM runs WHERE run_id = ?", [rid]).fetchone()
         if prev is not None and prev[0] != where and not replace:
             raise RobosafeError(f"run id {rid!r} is already stored from {prev[0]}; pass "
