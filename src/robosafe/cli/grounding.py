@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,16 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _skipped(errors: list[str]) -> Callable[[Exception], None]:
+    """An ``on_error`` that reports each skipped episode on stderr and keeps its text."""
+
+    def on_error(err: Exception) -> None:
+        errors.append(str(err))
+        typer.echo(f"robosafe: skipped: {err}", err=True)
+
+    return on_error
+
+
 @grounding_app.command("index")
 @user_errors
 def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench layout)."),
@@ -63,12 +74,8 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
     from robosafe.grounding.dataset import index_dataset
 
     errors: list[str] = []
-
-    def on_error(err: Exception) -> None:
-        errors.append(str(err))
-        typer.echo(f"robosafe: skipped: {err}", err=True)
-
-    idx = index_dataset(dataset, on_error=on_error, workers=workers, deep=deep, cache=cache)
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, deep=deep,
+                        cache=cache)
     by: dict[tuple[str, str], list] = {}
     for e in idx.episodes:
         by.setdefault((e.human_type, e.sim_task), []).append(e)
@@ -161,10 +168,7 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
 
     params = _sampler_params(param)
     errors: list[str] = []
-    idx = index_dataset(dataset, on_error=lambda e: errors.append(str(e)), workers=workers,
-                        cache=cache)
-    for e in errors:
-        typer.echo(f"robosafe: skipped: {e}", err=True)
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache)
     result = sample_clips(idx.episodes, task, params, seed)
     write_clip_index(result, out)
     counts = Counter((c.label, c.sample_type) for c in result)
@@ -190,14 +194,18 @@ def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
     from robosafe.grounding.dataset import index_dataset
     from robosafe.grounding.sampler import sweep_all
 
-    idx = index_dataset(dataset, workers=workers, cache=cache)
+    errors: list[str] = []
+    idx = index_dataset(dataset, workers=workers, cache=cache, on_error=_skipped(errors))
     tables = sweep_all(idx.episodes, task)
     if as_json:
-        emit_json(tables, None, True)
-        return
-    print_tables([_rows_table(name.replace("_", " ", 1),
-                              [{k: v for k, v in r.items() if k != "candidates"} for r in rows])
-                  for name, rows in tables.items()])
+        emit_json({**tables, "errors": errors}, None, True)
+    else:
+        print_tables([_rows_table(name.replace("_", " ", 1),
+                                  [{k: v for k, v in r.items() if k != "candidates"}
+                                   for r in rows])
+                      for name, rows in tables.items()])
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 def _clip_records(path: Path) -> list[dict[str, Any]]:
@@ -276,5 +284,11 @@ def baseline(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or 
 
     answers = baseline_answers(_clip_records(clips_file), dataset, use_depth=not no_depth)
     _write_answers(answers, out, as_json)
+    failed = [r for r in answers if r.get("error")]
+    for r in failed:
+        typer.echo(f"robosafe: clip {r['clip_id']}: {r['error']}", err=True)
     if not as_json:
-        typer.echo(f"{len(answers)} answers written to {out}")
+        typer.echo(f"{len(answers)} answers written to {out}"
+                   + (f"; {len(failed)} clips failed, recorded as invalid" if failed else ""))
+    if failed:
+        raise typer.Exit(EXIT_USER_ERROR)

@@ -45,6 +45,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -746,6 +747,19 @@ def index_dataset(root: str | os.PathLike[str], *,
 # ----------------------------------------------------------------------------- frames
 
 
+def clip_episode_dir(root: str | os.PathLike[str], episode_dir: Any) -> Path:
+    """``root / episode_dir`` for a clip's ``episode_dir``; a path that is absolute or climbs
+    out of the dataset (``..``) is refused, so a clips file cannot make robosafe read (and send
+    to an endpoint) files outside the dataset."""
+    rel = str(episode_dir)
+    norm = os.path.normpath(rel.replace("\\", "/"))
+    if not rel or os.path.isabs(rel) or Path(rel).drive or norm == ".." or \
+            norm.startswith("../") or norm == ".":
+        raise RobosafeError(f"episode_dir {rel!r} is not a directory inside the dataset "
+                            f"{root}; refused")
+    return Path(root) / norm
+
+
 def frame_path(episode_dir: str | os.PathLike[str], view: str, kind: str, frame: int) -> Path:
     """Where frame ``frame`` of ``view`` (arm, head, third_human, third_robot) and ``kind``
     (rgb, depth) is, whether or not it was written (JSON-only datasets have no images)."""
@@ -759,15 +773,23 @@ def frame_path(episode_dir: str | os.PathLike[str], view: str, kind: str, frame:
     return Path(episode_dir) / top / view / _frame_name(frame, ext)
 
 
-def _open_image(path: Path) -> Any:
-    from PIL import Image, UnidentifiedImageError
+@contextmanager
+def _open_image(path: Path) -> Iterator[Any]:
+    """The opened image; a missing file, a bad header and pixel data that fail to decode (PIL
+    decodes lazily, inside the block) are one error naming the file."""
+    from PIL import Image
 
     try:
-        return Image.open(path)
+        im = Image.open(path)
     except FileNotFoundError:
         raise RobosafeError(f"{path}: missing frame file (a JSON-only dataset has no images)")\
             from None
-    except (UnidentifiedImageError, OSError) as e:
+    except OSError as e:  # UnidentifiedImageError is an OSError
+        raise RobosafeError(f"{path}: unreadable image ({e})") from None
+    try:
+        with im:
+            yield im
+    except (OSError, SyntaxError, ValueError) as e:  # truncated or corrupt pixel data
         raise RobosafeError(f"{path}: unreadable image ({e})") from None
 
 
