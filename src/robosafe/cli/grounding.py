@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
-from robosafe.errors import RobosafeError
+from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.report.tables import print_tables
 
 grounding_app = typer.Typer(no_args_is_help=True,
@@ -43,12 +43,17 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as err:
         raise RobosafeError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise RobosafeError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") \
+            from None
     for i, line in enumerate(lines, 1):
         if line.strip():
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise RobosafeError(f"{path}:{i}: invalid JSON: {err.msg}") from None
+            except RecursionError:
+                raise RobosafeError(f"{path}:{i}: {DEEP_JSON}") from None
     return out
 
 

@@ -269,7 +269,7 @@ class AnswerCache:
             for line in data.decode("utf-8", "replace").splitlines():
                 try:
                     doc = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(doc, dict) and isinstance(doc.get("key"), str) \
                         and isinstance(doc.get("answer"), str):

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError, located
+from robosafe.errors import DEEP_JSON, RobosafeError, located
 
 HUMAN_TYPES = ("female_2", "male_2", "neutral_0")
 SIM_TASKS = ("social_navigation", "social_rearrangement")
@@ -312,6 +312,8 @@ def read_dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
                            column=e.colno) from None
     except ValueError as e:
         raise DatasetError(f"not UTF-8 JSON ({e})", path=str(path)) from None
+    except RecursionError:
+        raise DatasetError(DEEP_JSON, path=str(path)) from None
     if not isinstance(info, dict):
         raise DatasetError("expected a JSON object", path=str(path))
     return info
@@ -347,6 +349,8 @@ def _load_json(ep: _Episode, name: str) -> Any:
         raise ep.error(name, f"malformed JSON: {e.msg}", e.lineno, e.colno) from None
     except ValueError as e:  # bad UTF-8
         raise ep.error(name, f"not UTF-8 JSON ({e})") from None
+    except RecursionError:
+        raise ep.error(name, DEEP_JSON) from None
 
 
 def _obj(ep: _Episode, file: str, value: Any, where: str = "top level") -> dict[str, Any]:

@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.grounding.dataset import EpisodeIndex
 
 # Table 9: task -> label -> sample types (App. G.2 order).
@@ -580,8 +580,12 @@ def read_clip_index(path: str | os.PathLike[str]) -> list[Clip]:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise RobosafeError(f"{path}:{i}: malformed JSON ({e.msg})") from None
+                except RecursionError:
+                    raise RobosafeError(f"{path}:{i}: {DEEP_JSON}") from None
                 clips.append(Clip.from_record(rec, f"{path}:{i}"))
         return clips
+    except UnicodeDecodeError as e:
+        raise RobosafeError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise RobosafeError(f"{path}: cannot read clip index ({e.strerror or e})") from None
 

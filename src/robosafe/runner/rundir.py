@@ -116,7 +116,7 @@ class RunDir:
         rows = sorted((self.path / "outcomes").glob("*.json"))
         traces, gaps, crashed = [], [], 0
         for p in rows:
-            if _read_row(p).get("error_type"):
+            if read_outcome_row(p).get("error_type"):
                 crashed += 1
                 continue
             trace = self.path / "traces" / f"{p.stem}.jsonl"
@@ -143,7 +143,7 @@ class RunDir:
 
     def outcomes(self) -> list[dict[str, Any]]:
         """Every outcome row (from the per-episode files), sorted by cell name."""
-        return [_read_row(p) for p in sorted((self.path / "outcomes").glob("*.json"))]
+        return [read_outcome_row(p) for p in sorted((self.path / "outcomes").glob("*.json"))]
 
     def done(self) -> set[str]:
         """Cell names that already have an outcome (finished or crashed)."""
@@ -165,7 +165,8 @@ class RunDir:
         return out
 
 
-def _read_row(path: Path) -> dict[str, Any]:
+def read_outcome_row(path: Path) -> dict[str, Any]:
+    """One ``outcomes/<cell>.json`` row; a clear error naming the file if it is not one."""
     try:
         row = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
@@ -199,6 +200,10 @@ def open_run(path: str | Path) -> RunDir:
         config = json.loads(cfg.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RobosafeError(f"{cfg}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise RobosafeError(f"{cfg}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise RobosafeError(f"{cfg}: the run config must be a JSON object")
     if config.get("format") != FORMAT:
         raise RobosafeError(f"{cfg}: format {config.get('format')!r}, expected {FORMAT!r}")
     return RunDir(path, config)

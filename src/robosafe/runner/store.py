@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.rundir import RunDir, open_run
+from robosafe.runner.rundir import RunDir, open_run, read_outcome_row
 from robosafe.stats.intervals import wilson_interval, z_value
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
 
@@ -151,13 +151,7 @@ def _outcome_files(run: RunDir) -> list[tuple[str, Path, dict[str, Any]]]:
     """(cell name, file, row) per outcome file, in the order ``RunDir.outcomes`` uses."""
     out = []
     for p in sorted((run.path / "outcomes").glob("*.json")):
-        try:
-            row = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RobosafeError(f"{p}: unreadable outcome row: {exc}") from None
-        if not isinstance(row, dict):
-            raise RobosafeError(f"{p}: an outcome row must be a JSON object")
-        out.append((p.stem, p, row))
+        out.append((p.stem, p, read_outcome_row(p)))
     return out
 
 
