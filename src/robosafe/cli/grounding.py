@@ -38,23 +38,29 @@ def _cell(v: Any) -> str:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Records of a JSONL file; a malformed line is one error naming file and line."""
+    from robosafe.textio import bounded_lines
+
     out = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(bounded_lines(fh, str(path)), 1):
+                if line.strip():
+                    out.append(_json_line(line, f"{path}:{i}"))
     except OSError as err:
         raise RobosafeError(f"{path}: cannot read ({err.strerror})") from None
     except UnicodeDecodeError as err:
         raise RobosafeError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") \
             from None
-    for i, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise RobosafeError(f"{path}:{i}: invalid JSON: {err.msg}") from None
-            except RecursionError:
-                raise RobosafeError(f"{path}:{i}: {DEEP_JSON}") from None
     return out
+
+
+def _json_line(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise RobosafeError(f"{where}: invalid JSON: {err.msg}") from None
+    except RecursionError:
+        raise RobosafeError(f"{where}: {DEEP_JSON}") from None
 
 
 def _skipped(errors: list[str]) -> Callable[[Exception], None]:

@@ -71,6 +71,7 @@ import numpy as np
 
 from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.grounding.dataset import EpisodeIndex
+from robosafe.textio import bounded_lines
 
 # Table 9: task -> label -> sample types (App. G.2 order).
 SAMPLE_TYPES: dict[int, dict[str, tuple[str, ...]]] = {
@@ -573,7 +574,7 @@ def read_clip_index(path: str | os.PathLike[str]) -> list[Clip]:
             return [Clip.from_record(r, f"{path}: row {i}") for i, r in enumerate(rows)]
         clips = []
         with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
+            for i, line in enumerate(bounded_lines(f, str(path)), 1):
                 if not line.strip():
                     continue
                 try:

@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robosafe.errors import DEEP_JSON, TraceError
+from robosafe.errors import DEEP_JSON, RobosafeError, TraceError
+from robosafe.textio import MAX_JSON_DOCUMENT, MAX_TRACE_LINE, bounded_lines, bounded_read
 from robosafe.trace.episode import Episode, TaskTags
 from robosafe.trace.validate import (
     BatchCheck,
@@ -125,7 +126,9 @@ def _unique(seen: dict[str, str], ep: Episode, src: str) -> None:
 def _json_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     try:
         with _open(path, "rb") as fh:
-            doc = json.load(fh)
+            doc = json.loads(bounded_read(fh, str(path), MAX_JSON_DOCUMENT))
+    except RobosafeError as e:  # too large: the file is skipped, the others are read
+        raise TraceError(str(e)) from None
     except ValueError as e:
         raise TraceError(f"invalid JSON: {e}", source=str(path)) from None
     except RecursionError:
@@ -141,7 +144,7 @@ def _json_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
 def _jsonl_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     try:
         with _open(path, "rb") as fh:
-            for n, line in enumerate(fh, 1):
+            for n, line in enumerate(bounded_lines(fh, str(path), MAX_TRACE_LINE), 1):
                 if not line.strip():
                     continue
                 src = f"{path}:{n}"
@@ -153,6 +156,8 @@ def _jsonl_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
                     yield src, TraceError(DEEP_JSON, source=src)
     except (OSError, EOFError) as e:
         raise TraceError(f"cannot read: {e}", source=str(path)) from None
+    except RobosafeError as e:  # a line too long: the episodes before it were read
+        yield str(path), TraceError(str(e))
 
 
 def _write_json(path: Path, episodes: Iterable[Episode], kind: str) -> int:
