@@ -21,9 +21,10 @@ cells without an outcome file.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,16 +56,19 @@ class Cell:
                 f"V{self.visual_level}")
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, *, newline: str | None = None) -> None:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # Created like open() creates the traces (0666 less the umask); mkstemp's 0600 made
+    # run.json and outcomes.csv unreadable to the group that can read the traces.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -154,14 +158,12 @@ class RunDir:
 
     def write_outcomes_csv(self) -> Path:
         out = self.path / "outcomes.csv"
-        rows = self.outcomes()
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".outcomes.", suffix=".tmp")
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: r.get(k, "") for k in COLUMNS})
-        os.replace(tmp, out)
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in self.outcomes():
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+        atomic_write(out, buf.getvalue(), newline="")
         return out
 
 
