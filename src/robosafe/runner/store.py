@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -92,9 +93,33 @@ _RUN_COLUMNS = ("run_id", "run_dir", "policy", "policy_name", "suite", "created"
 _SAFETY = ("safe", "sbu", "vsi")
 
 
+#: How long opening a store waits for another process's lock (a concurrent ingest takes
+#: seconds: scoring happens before its transaction, which is short).
+LOCK_TIMEOUT_S = 30.0
+
+
 def default_db() -> str:
     """``$ROBOSAFE_DB`` if set, else ``robosafe.duckdb`` in the current directory."""
     return os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def _connect(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    """Open the database; while another process (a concurrent ``results ingest``) holds
+    DuckDB's file lock, wait and retry for up to ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            locked = "lock" in str(exc).lower()
+            if not locked or time.monotonic() >= deadline:
+                hint = (f" (still locked by another process after {timeout_s:g} s)"
+                        if locked else "")
+                raise RobosafeError(f"{path}: cannot open the results database: "
+                                    f"{_first_line(exc)}{hint}") from None
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.5)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -411,18 +436,15 @@ class Store:
     one-line ``RobosafeError``. Use as a context manager, or call ``close``.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False):
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
+                 lock_timeout_s: float = LOCK_TIMEOUT_S):
         self.path = Path(path if path is not None else default_db())
         if read_only and not self.path.exists():
             raise RobosafeError(f"{self.path}: no results database here (create one with "
                                 "`robosafe results ingest RUN_DIR`)")
         if self.path.is_dir():
             raise RobosafeError(f"{self.path}: is a directory, not a results database file")
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise RobosafeError(f"{self.path}: cannot open the results database: "
-                                f"{_first_line(exc)}") from None
+        self.con = _connect(self.path, read_only, lock_timeout_s)
         try:
             self._check_schema(read_only)
         except BaseException:
