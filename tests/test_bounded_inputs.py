@@ -100,3 +100,14 @@ def test_peak_measure_sees_allocation():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert int(out) / 1024 >= 300
+
+
+def test_huge_task_file_is_rejected_in_bounded_memory(huge):
+    bddl = huge.with_suffix(".bddl")
+    huge.rename(bddl)
+    try:
+        proc, peak = _peak_mib("tasks", "check", str(bddl))
+    finally:
+        bddl.rename(huge)
+    assert proc.returncode == 2 and f"{bddl}: larger than 4 MiB; not a task file" in proc.stderr
+    assert peak < 400, peak  # before: the file was read and decoded whole

@@ -16,6 +16,8 @@ MAX_TEXT_LINE = 1 << 20
 #: Parquet, which are read an episode / a row group at a time.
 MAX_TRACE_LINE = 64 << 20
 MAX_JSON_DOCUMENT = 256 << 20
+#: Largest CBDDL task file (the shipped ones are a few KiB).
+MAX_TASK_FILE = 4 << 20
 
 
 def _size(n: int) -> str:
