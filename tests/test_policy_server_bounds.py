@@ -107,3 +107,33 @@ def test_reply_with_too_many_action_values_is_an_error():
     with PolicyServer(Wide(4096)) as srv, _open(srv.url) as ws:
         ws.send(packb({}))
         assert unpackb(ws.recv(timeout=10))["actions"].shape == (4096,)
+
+
+def test_serve_policy_cli_takes_the_bounds():
+    import json
+    import os
+    import selectors
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "robosafe", "serve-policy", "random", "--port", "0", "--json",
+           "--max-frame-mib", "0.01", "--max-action-dim", "8"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                assert sel.select(timeout=60), "no URL printed in 60 s"
+            url = json.loads(proc.stdout.readline())["url"]
+            with _open(url) as ws:
+                ws.send(packb({"__reset__": {"action_dim": 9}}))
+                assert "not an integer in [1, 8]" in _refused(ws)
+            with _open(url) as ws:
+                ws.send(packb({"image": np.zeros(20_000, np.uint8)}))  # > 0.01 MiB
+                with pytest.raises(ConnectionClosed) as closed:
+                    ws.recv(timeout=10)
+                assert closed.value.rcvd.code == 1009
+        finally:
+            proc.terminate()
+            proc.wait(10)
