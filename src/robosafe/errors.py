@@ -18,6 +18,11 @@ def located(source: str, line: int | None = None, column: int | None = None) -> 
     return f"{source}:{line}" + (f":{column}" if column is not None else "")
 
 
+#: Python's JSON parser recurses per nesting level; past the interpreter's recursion limit it
+#: raises RecursionError. No robosafe file nests that deep, so such a file is malformed.
+DEEP_JSON = "invalid JSON: nested too deeply"
+
+
 class TraceError(RobosafeError):
     """A trace file or episode record is malformed.
 

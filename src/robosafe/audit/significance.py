@@ -27,6 +27,7 @@ from robosafe.errors import RobosafeError
 from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall, realizable_count
 from robosafe.stats.outcomes import as_outcome_table, pair_outcomes
 from robosafe.stats.wald import WaldResult, paired_wald_test
+from robosafe.textio import bounded_lines
 
 LABELS = ("provably_significant", "indeterminate", "provably_not_significant",
           "no_improvement")
@@ -203,20 +204,28 @@ def classify_claim_figure(rec: dict[str, str], where: str) -> ClaimResult:
 
 
 def read_claims(path: str | Path) -> list[dict[str, str]]:
-    """Claim rows of a CSV as (where, record) pairs; a missing column is one clear error."""
+    """Claim rows of a CSV as (where, record) pairs; a missing column, bytes that are not
+    UTF-8 and a field over the csv module's limit (128 KiB) are one clear error. The file is
+    streamed: a huge or garbage file costs one buffer, not its size twice over."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        fh = p.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise RobosafeError(f"{p}: cannot read claims ({exc.strerror})") from None
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or []]
-    missing = [c for c in CLAIM_COLUMNS if c not in header]
-    if missing:
-        raise RobosafeError(f"{p}:1: missing column(s) {', '.join(map(repr, missing))} (need "
-                            f"{', '.join(CLAIM_COLUMNS)})")
-    reader.fieldnames = header
-    rows = [(f"{p}:{reader.line_num}", rec) for rec in reader]
+    with fh:
+        reader = csv.DictReader(bounded_lines(fh, str(p)))
+        try:
+            header = [h.strip() for h in reader.fieldnames or []]
+            missing = [c for c in CLAIM_COLUMNS if c not in header]
+            if missing:
+                raise RobosafeError(f"{p}:1: missing column(s) {', '.join(map(repr, missing))} "
+                                    f"(need {', '.join(CLAIM_COLUMNS)})")
+            reader.fieldnames = header
+            rows = [(f"{p}:{reader.line_num}", rec) for rec in reader]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            # decoding is buffered, so the line is approximate
+            raise RobosafeError(f"{p}: not a readable UTF-8 CSV near line "
+                                f"{reader.line_num + 1} ({exc})") from None
     if not rows:
         raise RobosafeError(f"{p}: no claim rows")
     return rows

@@ -16,6 +16,25 @@ import typer
 
 from robosafe.errors import RobosafeError
 
+
+def _hide_flag_types() -> None:
+    """Typer 0.29 labels every flag ``<bool>`` in help (``--help <bool>``), which reads as if
+    the flag took a value; flags get no type label, as in click's plain help."""
+    from typer.core import TyperOption
+
+    label = getattr(TyperOption, "display_type_rich", None)
+    if label is None or getattr(label, "_robosafe", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else label(self, ctx)
+
+    display_type_rich._robosafe = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate robot policies beyond task success.")
 specs_app = typer.Typer(no_args_is_help=True, help="Inspect the safety spec registry.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import typer
 from rich.table import Table
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
-from robosafe.errors import RobosafeError
+from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.report.tables import print_tables
 
 grounding_app = typer.Typer(no_args_is_help=True,
@@ -37,18 +38,39 @@ def _cell(v: Any) -> str:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Records of a JSONL file; a malformed line is one error naming file and line."""
+    from robosafe.textio import bounded_lines
+
     out = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(bounded_lines(fh, str(path)), 1):
+                if line.strip():
+                    out.append(_json_line(line, f"{path}:{i}"))
     except OSError as err:
         raise RobosafeError(f"{path}: cannot read ({err.strerror})") from None
-    for i, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise RobosafeError(f"{path}:{i}: invalid JSON: {err.msg}") from None
+    except UnicodeDecodeError as err:
+        raise RobosafeError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") \
+            from None
     return out
+
+
+def _json_line(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise RobosafeError(f"{where}: invalid JSON: {err.msg}") from None
+    except RecursionError:
+        raise RobosafeError(f"{where}: {DEEP_JSON}") from None
+
+
+def _skipped(errors: list[str]) -> Callable[[Exception], None]:
+    """An ``on_error`` that reports each skipped episode on stderr and keeps its text."""
+
+    def on_error(err: Exception) -> None:
+        errors.append(str(err))
+        typer.echo(f"robosafe: skipped: {err}", err=True)
+
+    return on_error
 
 
 @grounding_app.command("index")
@@ -63,12 +85,8 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
     from robosafe.grounding.dataset import index_dataset
 
     errors: list[str] = []
-
-    def on_error(err: Exception) -> None:
-        errors.append(str(err))
-        typer.echo(f"robosafe: skipped: {err}", err=True)
-
-    idx = index_dataset(dataset, on_error=on_error, workers=workers, deep=deep, cache=cache)
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, deep=deep,
+                        cache=cache)
     by: dict[tuple[str, str], list] = {}
     for e in idx.episodes:
         by.setdefault((e.human_type, e.sim_task), []).append(e)
@@ -161,10 +179,7 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
 
     params = _sampler_params(param)
     errors: list[str] = []
-    idx = index_dataset(dataset, on_error=lambda e: errors.append(str(e)), workers=workers,
-                        cache=cache)
-    for e in errors:
-        typer.echo(f"robosafe: skipped: {e}", err=True)
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache)
     result = sample_clips(idx.episodes, task, params, seed)
     write_clip_index(result, out)
     counts = Counter((c.label, c.sample_type) for c in result)
@@ -190,14 +205,18 @@ def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
     from robosafe.grounding.dataset import index_dataset
     from robosafe.grounding.sampler import sweep_all
 
-    idx = index_dataset(dataset, workers=workers, cache=cache)
+    errors: list[str] = []
+    idx = index_dataset(dataset, workers=workers, cache=cache, on_error=_skipped(errors))
     tables = sweep_all(idx.episodes, task)
     if as_json:
-        emit_json(tables, None, True)
-        return
-    print_tables([_rows_table(name.replace("_", " ", 1),
-                              [{k: v for k, v in r.items() if k != "candidates"} for r in rows])
-                  for name, rows in tables.items()])
+        emit_json({**tables, "errors": errors}, None, True)
+    else:
+        print_tables([_rows_table(name.replace("_", " ", 1),
+                                  [{k: v for k, v in r.items() if k != "candidates"}
+                                   for r in rows])
+                      for name, rows in tables.items()])
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 def _clip_records(path: Path) -> list[dict[str, Any]]:
@@ -276,5 +295,11 @@ def baseline(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or 
 
     answers = baseline_answers(_clip_records(clips_file), dataset, use_depth=not no_depth)
     _write_answers(answers, out, as_json)
+    failed = [r for r in answers if r.get("error")]
+    for r in failed:
+        typer.echo(f"robosafe: clip {r['clip_id']}: {r['error']}", err=True)
     if not as_json:
-        typer.echo(f"{len(answers)} answers written to {out}")
+        typer.echo(f"{len(answers)} answers written to {out}"
+                   + (f"; {len(failed)} clips failed, recorded as invalid" if failed else ""))
+    if failed:
+        raise typer.Exit(EXIT_USER_ERROR)

@@ -20,6 +20,11 @@ def serve_policy_cmd(
     port: int = typer.Option(8000, min=0, max=65535, help="TCP port (0: any free port)."),
     action_dim: int = typer.Option(None, "--action-dim", min=1,
                                    help="Action width announced in the metadata."),
+    max_frame_mib: float = typer.Option(64.0, "--max-frame-mib", min=0.001,
+                                        help="Largest message accepted, in MiB (bigger: "
+                                        "connection closed, code 1009)."),
+    max_action_dim: int = typer.Option(256, "--max-action-dim", min=1,
+                                       help="Largest action_dim a client's reset may ask for."),
     as_json: bool = typer.Option(False, "--json",
                                  help='Print {"url": ..., "policy": ...} on one line, then serve.'),
 ):
@@ -44,6 +49,7 @@ def serve_policy_cmd(
 
     try:
         # one policy per connection: runner workers sharing the server keep separate episodes
-        serve_policy(lambda: make_policy(spec), host, port, ready=ready, action_dim=action_dim)
+        serve_policy(lambda: make_policy(spec), host, port, ready=ready, action_dim=action_dim,
+                     max_frame_bytes=int(max_frame_mib * 2**20), max_action_dim=max_action_dim)
     except KeyboardInterrupt:
         typer.echo("robosafe: policy server stopped", err=True)

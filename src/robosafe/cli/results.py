@@ -68,18 +68,28 @@ def ingest(
     with Store(db) as store:
         for d in run_dirs:
             # One bad directory must not stop the batch: report it and go on (exit 2 after).
+            gaps: list[str] = []
+
+            def warn(line: str, gaps: list[str] = gaps) -> None:
+                gaps.append(line)
+                typer.echo(f"robosafe: warning: {line}", err=True)
+
             try:
-                rid = store.ingest(d, run_id=run_id, replace=replace)
+                rid = store.ingest(d, run_id=run_id, replace=replace, warn=warn)
             except RobosafeError as err:
                 typer.echo(f"robosafe: error: {err}", err=True)
                 failed += 1
                 continue
             summary = store.runs([rid])[0]
             done.append({"run_id": rid, "run_dir": str(d), "n": summary.n,
-                         "n_scored": summary.n_scored, "n_errors": summary.n_errors})
+                         "n_scored": summary.n_scored, "n_errors": summary.n_errors,
+                         "n_missing_traces": len(gaps)})
+            # a finished episode whose trace is gone is stored unscored, and the exit says so
+            failed += bool(gaps)
             if not as_json:
+                missing = f", {len(gaps)} without its trace" if gaps else ""
                 typer.echo(f"ingested {rid}: {summary.n} episodes ({summary.n_scored} scored, "
-                           f"{summary.n_errors} crashed) from {d} into {db}")
+                           f"{summary.n_errors} crashed{missing}) from {d} into {db}")
     if as_json:
         emit_json({"db": db, "ingested": done}, None, True)
     if failed:

@@ -41,14 +41,25 @@ def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
 
 
 def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
-                      quiet: bool, label: str | None = None) -> list[dict]:
-    """Prepare the run directory, run its cells with a progress bar, return all rows."""
+                      quiet: bool, label: str | None = None, lines: bool = False) -> list[dict]:
+    """Prepare the run directory, run its cells with a progress bar, return all rows.
+    ``lines``: when stderr is not a terminal (no bar), one progress line per episode there."""
+    import time
+
     from robosafe.runner.run import execute, prepare
 
     run, cells = prepare(cfg, out, resume=resume)
     total = len(cfg.cells())
     done_before = total - len(cells)
     wins = [0]
+    start = time.monotonic()
+    name = label or cfg.policy
+    if lines:
+        # the first episode in each worker builds the scene and can take minutes
+        typer.echo(f"robosafe: {name}: {len(cells)} episode(s) to run"
+                   + (f", {done_before} done earlier" if done_before else "")
+                   + f", {workers} worker(s); the first episode per worker is the slowest",
+                   err=True)
     with Progress(TextColumn(label or cfg.policy), BarColumn(), MofNCompleteColumn(),
                   TextColumn("success {task.fields[sr]}"), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True), disable=quiet,
@@ -59,6 +70,9 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
             wins[0] += int(row.get("success") or 0)
             finished = bar.tasks[job].completed + 1 - done_before
             bar.update(job, advance=1, sr=f"{wins[0]}/{finished}")
+            if lines:
+                typer.echo(f"robosafe: {name}: {finished}/{len(cells)} episodes, success "
+                           f"{wins[0]}/{finished}, {time.monotonic() - start:.0f} s", err=True)
             if row.get("error_type"):
                 bar.console.print(f"robosafe: episode {row['task_id']} #{row['episode_idx']} "
                                   f"failed: {row['error_type']}: {row.get('error', '')}",
@@ -183,7 +197,7 @@ def run(
                     checkpoint_ref=checkpoint)
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
-                             quiet=quiet)
+                             quiet=quiet, lines=not as_json and not sys.stderr.isatty())
     s = summarize(rows)
     if as_json:
         emit_json({"run_dir": str(out), **s}, None, True)
@@ -218,13 +232,34 @@ def _libero_tasks(suite, task_id, level, task, language_level, visual_level) -> 
 DEMO_POLICIES = ("scripted-careful", "scripted-careless")
 
 
+def _reuse(run_dir: Path, fresh: bool) -> bool:
+    """Whether the demo continues the run already in ``run_dir`` (said on stderr), or, with
+    ``fresh``, removes it first (only a run directory: one with run.json)."""
+    import shutil
+
+    from robosafe.runner.rundir import open_run
+
+    if not (run_dir / "run.json").exists():
+        return False
+    if fresh:
+        open_run(run_dir)  # refuses a directory that is not a robosafe run
+        shutil.rmtree(run_dir)
+        return False
+    done = len(open_run(run_dir).done())
+    typer.echo(f"robosafe: reusing the earlier run in {run_dir} ({done} episode(s) done); "
+               "--fresh runs it again", err=True)
+    return True
+
+
 @app.command("demo")
 @user_errors
 def demo(
     out: Path = typer.Option(Path("robosafe-demo"), "--out", "-o", help="Output directory."),
     episodes: int = typer.Option(3, "--episodes", "-n", min=1, help="Episodes per task."),
     workers: int = typer.Option(2, "--workers", "-j", min=1),
-    as_json: bool = typer.Option(False, "--json"),
+    fresh: bool = typer.Option(False, "--fresh", help="Run again from scratch instead of "
+                                                      "reusing the episodes in --out."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """Run the built-in demo suite with a careful and a careless scripted policy, score and
     store both, and write an HTML report: success does not imply safety."""
@@ -239,9 +274,10 @@ def demo(
     for policy in DEMO_POLICIES:
         cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, suite="demo")
         run_dir = out / policy
-        resume = (run_dir / "run.json").exists()
+        resume = _reuse(run_dir, fresh)
         rows = run_with_progress(cfg, run_dir, workers=workers, backend="local",
-                                 resume=resume, quiet=quiet, label=policy)
+                                 resume=resume, quiet=quiet, label=policy,
+                                 lines=not as_json and not sys.stderr.isatty())
         summaries[policy] = summarize(rows)
         dirs.append(run_dir)
     db = out / "robosafe.duckdb"

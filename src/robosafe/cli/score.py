@@ -88,16 +88,28 @@ def _registry_tasks(episodes: list, profile: str, source: str) -> list:
     return out
 
 
-def _expand(path: str) -> list[str]:
-    """A run directory (``robosafe run``) stands for its episode traces."""
+def _expand(path: str, errors: list[RobosafeError]) -> list[str]:
+    """A run directory (``robosafe run``) stands for the traces its outcome rows say finished;
+    a finished episode without its trace is an error (appended to ``errors``), other files and
+    rows that are not episodes to score get a note line."""
     from robosafe.runner.rundir import is_run_dir, open_run
 
     if not is_run_dir(path):
         return [path]
-    traces = [str(p) for p in open_run(path).trace_paths()]
-    if not traces:
+    traces, gaps, notes = open_run(path).finished_traces()
+    for line in notes:
+        typer.echo(f"robosafe: note: {line}", err=True)
+    for line in gaps:
+        errors.append(RobosafeError(line))
+        typer.echo(f"robosafe: skipped: {line}", err=True)
+    if not traces and not gaps:
         fail(f"{path}: the run has no finished episodes to score")
-    return traces
+    return [str(p) for p in traces]
+
+
+def _identity(s) -> tuple:
+    """What makes two scored episodes the same episode (read twice, not run twice)."""
+    return (s.benchmark, s.policy, s.task_id, s.episode_id, s.instance_id, s.seed)
 
 
 @app.command()
@@ -150,12 +162,11 @@ def score(
     from robosafe.formats.lerobot import is_dataset
 
     datasets = [p for p in (paths or []) if is_dataset(p)]
-    files = [f for p in (paths or []) if not is_dataset(p) for f in _expand(str(p))] + (
-        example_paths() if example else [])
-    if not files and not datasets:
-        fail("no trace files given (pass PATH... or --example)")
-
     errors: list[RobosafeError] = []
+    files = ([f for p in (paths or []) if not is_dataset(p) for f in _expand(str(p), errors)]
+             + (example_paths() if example else []))
+    if not files and not datasets and not errors:
+        fail("no trace files given (pass PATH... or --example)")
 
     def on_error(err: RobosafeError) -> None:
         errors.append(err)
@@ -182,9 +193,22 @@ def score(
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:
         task = bar.add_task("scoring", total=None)
         scores = []
-        for s in itertools.chain(score_files(files, variant=tier, workers=workers,
-                                             on_error=on_error, on_warning=warn),
-                                 dataset_scores()):
+        first_read: dict[tuple, tuple[int, str]] = {}  # identity -> (input position, file)
+        for pos, f in enumerate(files):
+            repeats, first = 0, None
+            for s in score_files([f], variant=tier, workers=workers, on_error=on_error,
+                                 on_warning=warn):
+                seen = first_read.setdefault(_identity(s), (pos, str(f)))
+                if seen[0] != pos:  # an input given twice must not count its episodes twice
+                    repeats, first = repeats + 1, first or seen[1]
+                    continue
+                scores.append(s)
+                bar.advance(task)
+            if repeats:
+                on_error(RobosafeError(
+                    f"{f}: {repeats} episode(s) already read from {first} (same benchmark, "
+                    "policy, task, episode_id, instance, seed); counted once"))
+        for s in dataset_scores():
             scores.append(s)
             bar.advance(task)
     if not scores:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,7 @@ def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
     fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.")
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
+    os.chmod(tmp, stat.S_IMODE(file.stat().st_mode))  # keep the file's mode, not mkstemp's 0600
     os.replace(tmp, file)
 
 

@@ -211,8 +211,9 @@ def baseline_answers(clips: Iterable[Mapping[str, Any]],
                      thresholds: BaselineThresholds | None = None,
                      use_depth: bool = True) -> list[dict[str, Any]]:
     """One answer record per clip for ``metrics.score_answers``: the clip's fields plus
-    ``model="geometric-baseline"``, ``representation="trajectory"``, ``n_frames`` and
-    ``answer`` (JSON text).
+    ``model="geometric-baseline"``, ``representation="trajectory"``, ``n_frames``, ``answer``
+    (JSON text; ``""`` when the clip failed) and ``error`` (None, or why: e.g. an unreadable
+    depth frame).
 
     ``index_or_root``: a :class:`DatasetIndex`, the dataset root (indexed here) or episode
     records. Depth frames are read from ``root`` (default: the index's root); without a root, or
@@ -228,7 +229,15 @@ def baseline_answers(clips: Iterable[Mapping[str, Any]],
         if episode is None:
             raise RobosafeError(f"clips[{i}]: episode {clip['episode_dir']!r} is not in the "
                                 "index")
-        answer = baseline_answer(clip, episode, depth_root if use_depth else None, th)
-        out.append({**clip, "model": MODEL_NAME, "representation": REPRESENTATION,
-                    "n_frames": len(clip["frames"]), "answer": answer})
+        measure_clip(clip, episode, None, th)  # a clip the index contradicts is a bad file
+        record = {**clip, "model": MODEL_NAME, "representation": REPRESENTATION,
+                  "n_frames": len(clip["frames"]), "answer": "", "error": None}
+        try:
+            record["answer"] = baseline_answer(clip, episode, depth_root if use_depth else None,
+                                               th)
+        except RobosafeError as e:
+            # one unreadable frame costs its clip (scored invalid, as a failed VLM request
+            # is), not the run
+            record["error"] = str(e)
+        out.append(record)
     return out

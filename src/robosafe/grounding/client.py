@@ -6,7 +6,9 @@ only (urllib, threads): no new dependency.
 * ``endpoint`` is the API base (``http://host:8000/v1``) or the full ``.../chat/completions``
   URL. The API key is read from the environment variable ``api_key_env`` (default
   ``OPENAI_API_KEY``) and nothing else; without it no Authorization header is sent (a local vLLM
-  needs none).
+  needs none). Redirects are never followed: a chat request is a POST (urllib would re-send it
+  as a bodiless GET) and following one would carry the key to another origin; a 3xx is an
+  :class:`EndpointError` naming where the endpoint points.
 * One user message per clip: the prompt text (``prompts.build_prompt``), then one ``image_url``
   part per image as a base64 data URL, in ``prompts.image_sequence`` order.
 * Retries with exponential backoff (``backoff_s * 2**attempt``, capped, ``Retry-After`` honoured)
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from robosafe.errors import RobosafeError
+from robosafe.grounding.dataset import clip_episode_dir
 from robosafe.grounding.prompts import (
     build_prompt,
     normalize_representation,
@@ -59,6 +62,16 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
 CACHE_VERSION = 1
 _ERROR_BODY_CHARS = 500
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turns every 3xx into an HTTPError (urllib's handler copies Authorization to any host)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class EndpointError(RobosafeError):
@@ -172,10 +185,15 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {key}"
         req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            with _OPENER.open(req, timeout=self.timeout_s) as resp:
                 return resp.read()
         except urllib.error.HTTPError as e:
             status, text = e.code, _error_text(e)
+            if 300 <= status < 400:
+                raise EndpointError(f"{self.url}: HTTP {status} redirect to "
+                                    f"{e.headers.get('Location')!r}, not followed (the API key "
+                                    "goes to the given endpoint only); pass the final URL as "
+                                    "the endpoint") from None
             if status in RETRY_STATUS or status >= 500:
                 raise _Retryable(f"HTTP {status}: {text}",
                                  retry_after=_retry_after(e.headers.get("Retry-After"))) from None
@@ -251,7 +269,7 @@ class AnswerCache:
             for line in data.decode("utf-8", "replace").splitlines():
                 try:
                     doc = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(doc, dict) and isinstance(doc.get("key"), str) \
                         and isinstance(doc.get("answer"), str):
@@ -327,6 +345,10 @@ def ask_clips(clips: Iterable[Mapping[str, Any]], dataset_root: str | os.PathLik
     clips = list(clips)
     for i, clip in enumerate(clips):
         _check_clip(i, clip)
+        try:  # before anything is read or sent
+            clip_episode_dir(dataset_root, clip["episode_dir"])
+        except RobosafeError as e:
+            raise RobosafeError(f"clips[{i}].episode_dir: {e}") from None
     rep = normalize_representation(representation)
     resolve_views(views)
     predictor = resolve_depth_predictor(rep, depth_predictor)

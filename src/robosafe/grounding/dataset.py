@@ -45,6 +45,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -54,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError, located
+from robosafe.errors import DEEP_JSON, RobosafeError, located
 
 HUMAN_TYPES = ("female_2", "male_2", "neutral_0")
 SIM_TASKS = ("social_navigation", "social_rearrangement")
@@ -311,6 +312,8 @@ def read_dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
                            column=e.colno) from None
     except ValueError as e:
         raise DatasetError(f"not UTF-8 JSON ({e})", path=str(path)) from None
+    except RecursionError:
+        raise DatasetError(DEEP_JSON, path=str(path)) from None
     if not isinstance(info, dict):
         raise DatasetError("expected a JSON object", path=str(path))
     return info
@@ -346,6 +349,8 @@ def _load_json(ep: _Episode, name: str) -> Any:
         raise ep.error(name, f"malformed JSON: {e.msg}", e.lineno, e.colno) from None
     except ValueError as e:  # bad UTF-8
         raise ep.error(name, f"not UTF-8 JSON ({e})") from None
+    except RecursionError:
+        raise ep.error(name, DEEP_JSON) from None
 
 
 def _obj(ep: _Episode, file: str, value: Any, where: str = "top level") -> dict[str, Any]:
@@ -746,6 +751,19 @@ def index_dataset(root: str | os.PathLike[str], *,
 # ----------------------------------------------------------------------------- frames
 
 
+def clip_episode_dir(root: str | os.PathLike[str], episode_dir: Any) -> Path:
+    """``root / episode_dir`` for a clip's ``episode_dir``; a path that is absolute or climbs
+    out of the dataset (``..``) is refused, so a clips file cannot make robosafe read (and send
+    to an endpoint) files outside the dataset."""
+    rel = str(episode_dir)
+    norm = os.path.normpath(rel.replace("\\", "/"))
+    if not rel or os.path.isabs(rel) or Path(rel).drive or norm == ".." or \
+            norm.startswith("../") or norm == ".":
+        raise RobosafeError(f"episode_dir {rel!r} is not a directory inside the dataset "
+                            f"{root}; refused")
+    return Path(root) / norm
+
+
 def frame_path(episode_dir: str | os.PathLike[str], view: str, kind: str, frame: int) -> Path:
     """Where frame ``frame`` of ``view`` (arm, head, third_human, third_robot) and ``kind``
     (rgb, depth) is, whether or not it was written (JSON-only datasets have no images)."""
@@ -759,15 +777,23 @@ def frame_path(episode_dir: str | os.PathLike[str], view: str, kind: str, frame:
     return Path(episode_dir) / top / view / _frame_name(frame, ext)
 
 
-def _open_image(path: Path) -> Any:
-    from PIL import Image, UnidentifiedImageError
+@contextmanager
+def _open_image(path: Path) -> Iterator[Any]:
+    """The opened image; a missing file, a bad header and pixel data that fail to decode (PIL
+    decodes lazily, inside the block) are one error naming the file."""
+    from PIL import Image
 
     try:
-        return Image.open(path)
+        im = Image.open(path)
     except FileNotFoundError:
         raise RobosafeError(f"{path}: missing frame file (a JSON-only dataset has no images)")\
             from None
-    except (UnidentifiedImageError, OSError) as e:
+    except OSError as e:  # UnidentifiedImageError is an OSError
+        raise RobosafeError(f"{path}: unreadable image ({e})") from None
+    try:
+        with im:
+            yield im
+    except (OSError, SyntaxError, ValueError) as e:  # truncated or corrupt pixel data
         raise RobosafeError(f"{path}: unreadable image ({e})") from None
 
 

@@ -46,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.grounding.dataset import frame_path, load_depth_m, load_rgb
+from robosafe.grounding.dataset import clip_episode_dir, frame_path, load_depth_m, load_rgb
 from robosafe.grounding.prompts import (
     normalize_representation,
     prompt_data,
@@ -149,7 +149,7 @@ def clip_images(clip: Mapping[str, Any], dataset_root: str | os.PathLike[str],
     step per time point)."""
     rep = normalize_representation(representation)
     cams = resolve_views(views)
-    episode_dir = Path(dataset_root) / str(clip["episode_dir"])
+    episode_dir = clip_episode_dir(dataset_root, clip["episode_dir"])
     frames = [int(f) for f in clip["frames"]]
     if not cams:
         if rep != "rgb":
@@ -272,5 +272,5 @@ def _file_image(path: Path) -> tuple[str, bytes]:
             if fmt in ("JPEG", "PNG"):
                 return f"image/{fmt.lower()}", data
             return "image/png", _png(np.asarray(im.convert("RGB")))
-    except (UnidentifiedImageError, OSError) as e:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         raise RobosafeError(f"{path}: unreadable image ({e})") from None

@@ -69,8 +69,9 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.grounding.dataset import EpisodeIndex
+from robosafe.textio import bounded_lines
 
 # Table 9: task -> label -> sample types (App. G.2 order).
 SAMPLE_TYPES: dict[int, dict[str, tuple[str, ...]]] = {
@@ -573,15 +574,19 @@ def read_clip_index(path: str | os.PathLike[str]) -> list[Clip]:
             return [Clip.from_record(r, f"{path}: row {i}") for i, r in enumerate(rows)]
         clips = []
         with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
+            for i, line in enumerate(bounded_lines(f, str(path)), 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise RobosafeError(f"{path}:{i}: malformed JSON ({e.msg})") from None
+                except RecursionError:
+                    raise RobosafeError(f"{path}:{i}: {DEEP_JSON}") from None
                 clips.append(Clip.from_record(rec, f"{path}:{i}"))
         return clips
+    except UnicodeDecodeError as e:
+        raise RobosafeError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise RobosafeError(f"{path}: cannot read clip index ({e.strerror or e})") from None
 

@@ -16,6 +16,12 @@ so ``openpi_client.WebsocketClientPolicy`` can drive a robosafe policy and
   connection with code 1011, as openpi does; the server itself keeps running;
 - ``GET /healthz`` answers 200 OK, as openpi's does.
 
+Bounds (a server is reachable by anyone on its network): frames above ``max_frame_bytes`` are
+refused by websockets (close code 1009) before they are decoded; a ``__reset__`` whose
+``action_dim`` is not an integer in ``[1, max_action_dim]`` and a reply with more than
+``max_action_values`` numbers are policy errors (text message, close 1011). Without them one
+30-byte reset with ``action_dim=1e8`` made the random policy allocate gigabytes.
+
 robosafe policies keep per-episode state. Given a policy *factory* (a class or a zero-argument
 callable, as ``robosafe serve-policy`` passes), every connection gets its own policy, so
 several runner workers can share one server. Given a policy *object*, all connections share it
@@ -42,6 +48,13 @@ from robosafe.policies.remote import packb, unpackb
 log = logging.getLogger(__name__)
 
 PROTOCOL = "openpi-msgpack-numpy"
+
+#: Default bounds. 64 MiB holds several 224 x 224 (or 480 x 640) uint8 camera images per
+#: observation with room to spare; robot arms take a handful of action dimensions (7 for a
+#: Panda, 14 for two arms) and VLA chunks are tens of steps, so 4096 values is generous.
+MAX_FRAME_BYTES = 64 * 2**20
+MAX_ACTION_DIM = 256
+MAX_ACTION_VALUES = 4096
 
 
 def _url(host: str, port: int) -> str:
@@ -70,7 +83,9 @@ class PolicyServer:
     """
 
     def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 0, *,
-                 action_dim: int | None = None, metadata: dict[str, Any] | None = None):
+                 action_dim: int | None = None, metadata: dict[str, Any] | None = None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES, max_action_dim: int = MAX_ACTION_DIM,
+                 max_action_values: int = MAX_ACTION_VALUES):
         self.factory: Callable[[], Any] | None = policy if _is_factory(policy) else None
         # the shared policy, or a specimen that names the factory's policies in the metadata
         self.policy = policy() if self.factory is not None else policy
@@ -78,6 +93,9 @@ class PolicyServer:
         self.port = int(port)
         self.action_dim = action_dim
         self.extra_metadata = dict(metadata or {})
+        self.max_frame_bytes = int(max_frame_bytes)
+        self.max_action_dim = int(max_action_dim)
+        self.max_action_values = int(max_action_values)
         self.requests = 0
         self.resets = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -147,6 +165,7 @@ class PolicyServer:
             task_info = obs["__reset__"]
             if not isinstance(task_info, dict):
                 raise TypeError("__reset__ must carry a task_info dict")
+            self._check_action_dim(task_info)
             async with lock:
                 # policies are synchronous and may be slow: keep the loop free for pings
                 await asyncio.to_thread(policy.reset, task_info)
@@ -156,11 +175,26 @@ class PolicyServer:
         async with lock:
             action = await asyncio.to_thread(policy.act, obs)
         infer_s = time.monotonic() - t0
+        action = np.asarray(action)
+        if action.size > self.max_action_values:
+            raise ValueError(f"the policy answered {action.size} action values, more than the "
+                             f"server's bound of {self.max_action_values}")
         self.requests += 1
         timing = {"infer_ms": infer_s * 1000.0}
         if prev_total_s is not None:
             timing["prev_total_ms"] = prev_total_s * 1000.0
-        return {"actions": np.asarray(action), "server_timing": timing}
+        return {"actions": action, "server_timing": timing}
+
+    def _check_action_dim(self, task_info: dict[str, Any]) -> None:
+        """Refuse a reset whose ``action_dim`` the policy would allocate unchecked."""
+        if "action_dim" not in task_info:
+            return
+        dim = task_info["action_dim"]
+        ok = (isinstance(dim, (int, np.integer)) and not isinstance(dim, bool)) or (
+            isinstance(dim, (float, np.floating)) and float(dim).is_integer())
+        if not ok or not 1 <= dim <= self.max_action_dim:
+            raise ValueError(f"__reset__ action_dim {dim!r} is not an integer in "
+                             f"[1, {self.max_action_dim}] (the server's bound)")
 
     # -- running ---------------------------------------------------------------------------------
     async def run(self, ready: Callable[[str], None] | None = None) -> None:
@@ -171,9 +205,11 @@ class PolicyServer:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         try:
-            # openpi's settings: arrays do not compress and camera images exceed 1 MiB
+            # openpi's settings (arrays do not compress, camera images exceed websockets'
+            # 1 MiB default), but bounded: openpi's max_size=None lets one frame take all memory
             server = await serve(self._handler, self.host, self.port, compression=None,
-                                 max_size=None, process_request=_health_check)
+                                 max_size=self.max_frame_bytes,
+                                 process_request=_health_check)
         except OSError as exc:
             # asyncio's own message repeats the address; the errno text is the cause
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
@@ -239,8 +275,10 @@ class PolicyServer:
 
 def serve_policy(policy: Any, host: str = "127.0.0.1", port: int = 0, *,
                  ready: Callable[[str], None] | None = None,
-                 action_dim: int | None = None) -> None:
+                 action_dim: int | None = None, **bounds: int) -> None:
     """Serve ``policy`` (an object, or a factory for one policy per connection) on
     ``ws://host:port`` in this thread until Ctrl-C (KeyboardInterrupt
-    propagates). ``port=0`` picks a free port; ``ready(url)`` gets the address once bound."""
-    PolicyServer(policy, host, port, action_dim=action_dim).serve_forever(ready)
+    propagates). ``port=0`` picks a free port; ``ready(url)`` gets the address once bound.
+    ``bounds``: ``max_frame_bytes``, ``max_action_dim``, ``max_action_values`` (see
+    :class:`PolicyServer`)."""
+    PolicyServer(policy, host, port, action_dim=action_dim, **bounds).serve_forever(ready)

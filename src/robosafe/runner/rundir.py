@@ -22,9 +22,10 @@ cells without an outcome file.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,16 +57,19 @@ class Cell:
                 f"V{self.visual_level}")
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, *, newline: str | None = None) -> None:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # Created like open() creates the traces (0666 less the umask); mkstemp's 0600 made
+    # run.json and outcomes.csv unreadable to the group that can read the traces.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -106,17 +110,45 @@ class RunDir:
         return self.path / "outcomes" / f"{cell.name}.json"
 
     def trace_paths(self) -> list[Path]:
-        return sorted((self.path / "traces").glob("*.jsonl"))
+        # dot files are writes in progress (".partial-*", left behind by a killed run)
+        return sorted(p for p in (self.path / "traces").glob("*.jsonl")
+                      if not p.name.startswith("."))
+
+    def finished_traces(self) -> tuple[list[Path], list[str], list[str]]:
+        """What the outcome rows say exists: the traces of finished episodes, one gap line per
+        finished episode whose trace is missing, and note lines for files and rows that are
+        not episodes to score (crashed episodes, traces without a row, partial writes)."""
+        rows = sorted((self.path / "outcomes").glob("*.json"))
+        traces, gaps, crashed = [], [], 0
+        for p in rows:
+            if read_outcome_row(p).get("error_type"):
+                crashed += 1
+                continue
+            trace = self.path / "traces" / f"{p.stem}.jsonl"
+            if trace.is_file():
+                traces.append(trace)
+            else:
+                gaps.append(f"{p}: a finished episode, but its trace {trace} is missing; "
+                            "not scored")
+        notes = []
+        if crashed:
+            notes.append(f"{self.path}: {crashed} crashed episode(s) have no trace to score "
+                         "(their rows are in outcomes.csv)")
+        names = {p.stem for p in rows}
+        orphans = sorted(p.name for p in self.trace_paths() if p.stem not in names)
+        if orphans:
+            notes.append(f"{self.path}: {len(orphans)} trace(s) without an outcome row (episodes "
+                         f"that did not finish; --resume reruns them) not scored: {orphans[0]}"
+                         + (", ..." if len(orphans) > 1 else ""))
+        partial = [p for p in (self.path / "traces").glob(".partial-*")]
+        if partial:
+            notes.append(f"{self.path}: {len(partial)} partial trace write(s) from an "
+                         "interrupted run ignored")
+        return traces, gaps, notes
 
     def outcomes(self) -> list[dict[str, Any]]:
         """Every outcome row (from the per-episode files), sorted by cell name."""
-        rows = []
-        for p in sorted((self.path / "outcomes").glob("*.json")):
-            try:
-                rows.append(json.loads(p.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise RobosafeError(f"{p}: unreadable outcome row: {exc}") from None
-        return rows
+        return [read_outcome_row(p) for p in sorted((self.path / "outcomes").glob("*.json"))]
 
     def done(self) -> set[str]:
         """Cell names that already have a finished outcome. Crashed cells (``error_type``) are
@@ -136,15 +168,24 @@ class RunDir:
 
     def write_outcomes_csv(self) -> Path:
         out = self.path / "outcomes.csv"
-        rows = self.outcomes()
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".outcomes.", suffix=".tmp")
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: r.get(k, "") for k in COLUMNS})
-        os.replace(tmp, out)
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in self.outcomes():
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+        atomic_write(out, buf.getvalue(), newline="")
         return out
+
+
+def read_outcome_row(path: Path) -> dict[str, Any]:
+    """One ``outcomes/<cell>.json`` row; a clear error naming the file if it is not one."""
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
+        raise RobosafeError(f"{path}: unreadable outcome row: {exc}") from None
+    if not isinstance(row, dict):
+        raise RobosafeError(f"{path}: an outcome row must be a JSON object")
+    return row
 
 
 def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) -> RunDir:
@@ -171,6 +212,10 @@ def open_run(path: str | Path) -> RunDir:
         config = json.loads(cfg.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RobosafeError(f"{cfg}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise RobosafeError(f"{cfg}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise RobosafeError(f"{cfg}: the run config must be a JSON object")
     if config.get("format") != FORMAT:
         raise RobosafeError(f"{cfg}: format {config.get('format')!r}, expected {FORMAT!r}")
     return RunDir(path, config)

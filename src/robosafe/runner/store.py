@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import math
 import os
+import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +42,11 @@ import numpy as np
 import pyarrow as pa
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.rundir import RunDir, open_run
+from robosafe.runner.rundir import RunDir, open_run, read_outcome_row
 from robosafe.stats.intervals import wilson_interval, z_value
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DEFAULT_DB = "robosafe.duckdb"
@@ -89,9 +93,33 @@ _RUN_COLUMNS = ("run_id", "run_dir", "policy", "policy_name", "suite", "created"
 _SAFETY = ("safe", "sbu", "vsi")
 
 
+#: How long opening a store waits for another process's lock (a concurrent ingest takes
+#: seconds: scoring happens before its transaction, which is short).
+LOCK_TIMEOUT_S = 30.0
+
+
 def default_db() -> str:
     """``$ROBOSAFE_DB`` if set, else ``robosafe.duckdb`` in the current directory."""
     return os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def _connect(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    """Open the database; while another process (a concurrent ``results ingest``) holds
+    DuckDB's file lock, wait and retry for up to ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            locked = "lock" in str(exc).lower()
+            if not locked or time.monotonic() >= deadline:
+                hint = (f" (still locked by another process after {timeout_s:g} s)"
+                        if locked else "")
+                raise RobosafeError(f"{path}: cannot open the results database: "
+                                    f"{_first_line(exc)}{hint}") from None
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.5)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -148,13 +176,7 @@ def _outcome_files(run: RunDir) -> list[tuple[str, Path, dict[str, Any]]]:
     """(cell name, file, row) per outcome file, in the order ``RunDir.outcomes`` uses."""
     out = []
     for p in sorted((run.path / "outcomes").glob("*.json")):
-        try:
-            row = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RobosafeError(f"{p}: unreadable outcome row: {exc}") from None
-        if not isinstance(row, dict):
-            raise RobosafeError(f"{p}: an outcome row must be a JSON object")
-        out.append((p.stem, p, row))
+        out.append((p.stem, p, read_outcome_row(p)))
     return out
 
 
@@ -174,8 +196,10 @@ def _score_trace(path: Path) -> Any:
     return scores[0]
 
 
-def _episode_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
-    """Episode rows and per-spec rows of a run directory (traces scored here)."""
+def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
+                  ) -> tuple[list[dict], list[dict]]:
+    """Episode rows and per-spec rows of a run directory (traces scored here); ``warn`` gets
+    one line per finished episode whose trace is missing (stored with NULL safety)."""
     episodes, specs = [], []
     for cell, path, row in _outcome_files(run):
         where = str(path)
@@ -218,10 +242,8 @@ def _episode_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
                           "in_safe": sid in in_safe}
                          for sid, rho in sorted(s.robustness.items()))
         elif rec["error_type"] is None:
-            # Rows without a trace (e.g. imported outcome tables) keep the judgement they carry.
-            rec["safe"] = _as_bool(row.get("safe"), where, "safe")
-            rec["sbu"] = _as_bool(row.get("sbu"), where, "sbu")
-            rec["vsi"] = _as_float(row.get("vsi"), where, "vsi")
+            # The row's own judgement is not evidence: the trace it was computed from is gone.
+            warn(f"{where}: a finished episode, but its trace {trace} is missing; not scored")
         episodes.append(rec)
     return episodes, specs
 
@@ -417,18 +439,15 @@ class Store:
     one-line ``RobosafeError``. Use as a context manager, or call ``close``.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False):
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
+                 lock_timeout_s: float = LOCK_TIMEOUT_S):
         self.path = Path(path if path is not None else default_db())
         if read_only and not self.path.exists():
             raise RobosafeError(f"{self.path}: no results database here (create one with "
                                 "`robosafe results ingest RUN_DIR`)")
         if self.path.is_dir():
             raise RobosafeError(f"{self.path}: is a directory, not a results database file")
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise RobosafeError(f"{self.path}: cannot open the results database: "
-                                f"{_first_line(exc)}") from None
+        self.con = _connect(self.path, read_only, lock_timeout_s)
         try:
             self._check_schema(read_only)
         except BaseException:
@@ -480,19 +499,20 @@ class Store:
             self.con.unregister(name)
 
     def ingest(self, run_dir: str | os.PathLike, *, run_id: str | None = None,
-               replace: bool = False) -> str:
+               replace: bool = False, warn: Callable[[str], None] | None = None) -> str:
         """Score a run directory and store it; returns its run id.
 
         Idempotent: the run's old rows are deleted and the new ones inserted in one
         transaction, so re-ingesting gives the same rows and a crash mid-ingest leaves the old
         ones. Scoring happens before the transaction opens, so it stays short. A run id already
         stored from another directory is refused unless ``replace`` (two runs that happen to
-        share a directory name must not silently overwrite each other).
+        share a directory name must not silently overwrite each other). ``warn`` (default:
+        the logger) gets one line per finished episode that could not be scored.
         """
         run = open_run(run_dir)
         rid = run_id or run.run_id
         where = str(run.path.resolve())
-        episodes, specs = _episode_rows(run, rid)
+        episodes, specs = _episode_rows(run, rid, warn or log.warning)
         prev = self.con.execute("SELECT run_dir FROM runs WHERE run_id = ?", [rid]).fetchone()
         if prev is not None and prev[0] != where and not replace:
             raise RobosafeError(f"run id {rid!r} is already stored from {prev[0]}; pass "

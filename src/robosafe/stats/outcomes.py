@@ -19,6 +19,7 @@ import numpy as np
 from robosafe.errors import RobosafeError
 from robosafe.safety.registry import Registry
 from robosafe.safety.score import EpisodeScore
+from robosafe.textio import bounded_lines
 
 COLUMNS = ("suite", "task_id", "task_name", "episode_idx", "instance_id", "policy_name",
            "checkpoint_ref", "seed", "success", "num_env_steps", "error_type", "safe", "sbu",
@@ -117,7 +118,7 @@ def read_outcome_csv(path: str | Path) -> OutcomeTable:
     except OSError as exc:
         raise RobosafeError(f"{p}: cannot read outcome table ({exc.strerror})") from None
     with fh:
-        reader = csv.DictReader(fh)
+        reader = csv.DictReader(bounded_lines(fh, str(p)))
         try:
             if reader.fieldnames is None:
                 raise RobosafeError(f"{p}: empty file, expected a CSV header")

@@ -70,6 +70,7 @@ from robosafe.tasks.ast import (
     Region,
     Setting,
 )
+from robosafe.textio import MAX_TASK_FILE
 
 DEFAULT_CONTROL_FREQ = 20.0
 """Hz; robosuite's default control frequency, used to convert ``steps`` when nothing is said."""
@@ -566,9 +567,13 @@ def parse_file(path: str | Path, *, control_freq: float | None = None) -> Proble
     """Read and parse a ``.bddl`` file (UTF-8)."""
     source = str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_TASK_FILE + 1)  # bounded: a huge file is not read whole
     except OSError as exc:
         raise TaskError(f"cannot read task file: {exc.strerror or exc}", source=source) from None
+    if len(data) > MAX_TASK_FILE:
+        raise TaskError(f"larger than {MAX_TASK_FILE >> 20} MiB; not a task file",
+                        source=source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

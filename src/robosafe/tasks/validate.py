@@ -60,6 +60,23 @@ def lookup_predicate(name: str, section: str) -> tuple[str, dict] | None:
     return _index(section).get(name.lower())
 
 
+@lru_cache(maxsize=1)
+def _world() -> dict:
+    # read as a file of the robosafe package: importing robosafe.sim would import robosuite
+    path = resources.files("robosafe").joinpath("sim/data/world.yaml")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _offset_limits(decl) -> tuple[float, float]:
+    """Largest |x|, |y| offsets of a region on ``decl`` (module data: sim/data/world.yaml)."""
+    world = _world()
+    table = world["table"]
+    if decl is not None and decl.category in table["categories"]:
+        return table["full_size"][0] / 2, table["full_size"][1] / 2
+    limit = float(world["max_fixture_offset_m"])
+    return limit, limit
+
+
 def _walk(f: Formula):
     if isinstance(f, Pred):
         yield f
@@ -122,8 +139,14 @@ class _Checker:
         if r.target not in self.decls:
             self.err(f"region '{r.name}' targets undefined object or fixture '{r.target}'",
                      r.target_pos or r.pos)
+        hx, hy = _offset_limits(self.decls.get(r.target))
         for x0, y0, x1, y1 in r.ranges:
-            if x0 > x1 or y0 > y1:
+            if not all(-hx <= x <= hx for x in (x0, x1)) or not all(-hy <= y <= hy
+                                                                  for y in (y0, y1)):
+                self.err(f"region '{r.name}' range ({x0!r} {y0!r} {x1!r} {y1!r}) leaves its "
+                         f"target '{r.target}' (offsets in metres from its centre: |x| <= "
+                         f"{hx:g}, |y| <= {hy:g})", r.pos)
+            elif x0 > x1 or y0 > y1:
                 self.err(f"region '{r.name}' has a range with min > max "
                          f"({x0!r} {y0!r} {x1!r} {y1!r}); write (x_min y_min x_max y_max)",
                          r.pos)

@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robosafe.errors import TraceError
+from robosafe.errors import DEEP_JSON, RobosafeError, TraceError
+from robosafe.textio import MAX_JSON_DOCUMENT, MAX_TRACE_LINE, bounded_lines, bounded_read
 from robosafe.trace.episode import Episode, TaskTags
 from robosafe.trace.validate import (
     BatchCheck,
@@ -125,9 +126,13 @@ def _unique(seen: dict[str, str], ep: Episode, src: str) -> None:
 def _json_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     try:
         with _open(path, "rb") as fh:
-            doc = json.load(fh)
+            doc = json.loads(bounded_read(fh, str(path), MAX_JSON_DOCUMENT))
+    except RobosafeError as e:  # too large: the file is skipped, the others are read
+        raise TraceError(str(e)) from None
     except ValueError as e:
         raise TraceError(f"invalid JSON: {e}", source=str(path)) from None
+    except RecursionError:
+        raise TraceError(DEEP_JSON, source=str(path)) from None
     except (OSError, EOFError) as e:
         raise TraceError(f"cannot read: {e}", source=str(path)) from None
     if isinstance(doc, list):
@@ -139,7 +144,7 @@ def _json_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
 def _jsonl_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
     try:
         with _open(path, "rb") as fh:
-            for n, line in enumerate(fh, 1):
+            for n, line in enumerate(bounded_lines(fh, str(path), MAX_TRACE_LINE), 1):
                 if not line.strip():
                     continue
                 src = f"{path}:{n}"
@@ -147,8 +152,12 @@ def _jsonl_items(path: Path, batch_size: int) -> Iterator[tuple[str, Any]]:
                     yield src, json.loads(line)
                 except ValueError as e:
                     yield src, TraceError(f"invalid JSON: {e}", source=src)
+                except RecursionError:
+                    yield src, TraceError(DEEP_JSON, source=src)
     except (OSError, EOFError) as e:
         raise TraceError(f"cannot read: {e}", source=str(path)) from None
+    except RobosafeError as e:  # a line too long: the episodes before it were read
+        yield str(path), TraceError(str(e))
 
 
 def _write_json(path: Path, episodes: Iterable[Episode], kind: str) -> int:
@@ -235,6 +244,9 @@ def _row_episode(i: int, sc: dict[str, list], ls: dict[str, tuple], src: str) ->
         tags = None if tags is None else task_tags_from_record(json.loads(tags), source=src)
         if type(roles) is not dict or type(meta) is not dict:
             raise ValueError("body_roles and meta must be JSON objects")
+    except RecursionError:
+        raise TraceError(f"body_roles/meta/task_tags: {DEEP_JSON}", source=src,
+                         episode=sc["episode_id"][i]) from None
     except ValueError as e:
         raise TraceError(f"invalid JSON in body_roles/meta/task_tags: {e}", source=src,
                          episode=sc["episode_id"][i]) from None
@@ -311,7 +323,7 @@ class _BatchJSON:
         if key not in self.roles:
             try:
                 roles = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # the per-row path reports it
                 roles = None
             self.roles[key] = roles if roles_ok(roles, target) else None
         return self.roles[key]
@@ -320,7 +332,7 @@ class _BatchJSON:
         if text not in self.tags:
             try:
                 self.tags[text] = task_tags_from_record(json.loads(text))
-            except (ValueError, TraceError):
+            except (ValueError, RecursionError, TraceError):
                 self.tags[text] = None
         return self.tags[text]
 
@@ -328,7 +340,7 @@ class _BatchJSON:
         if text not in self.meta:
             try:
                 meta = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 meta = None
             self.meta[text] = None if type(meta) is not dict else (
                 meta, all(v is None or type(v) in (str, int, float, bool) for v in meta.values()))
