@@ -156,8 +156,8 @@ class RunDir:
         done = set()
         for p in (self.path / "outcomes").glob("*.json"):
             try:
-                crashed = json.loads(p.read_text(encoding="utf-8")).get("error_type")
-            except (OSError, ValueError, AttributeError):
+                crashed = read_outcome_row(p).get("error_type")
+            except RobosafeError:
                 continue  # unreadable: run it again rather than trust it
             if not crashed:
                 done.add(p.stem)
