@@ -87,6 +87,41 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
         raise typer.Exit(EXIT_USER_ERROR)
 
 
+@grounding_app.command("generate")
+@user_errors
+def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E layout)."),
+             episodes: int = typer.Option(6, "--episodes", min=1, help="Episodes to write."),
+             seed: int = typer.Option(0, "--seed", help="Seed (rooms, walks, events)."),
+             task: str = typer.Option(None, "--task",
+                                      help="social_navigation or social_rearrangement "
+                                           "(default: alternate both)."),
+             size: int = typer.Option(128, "--size", min=8, help="Image width = height (px)."),
+             max_steps: int = typer.Option(600, "--max-steps", min=10,
+                                           help="Steps per episode at 30 Hz (an episode ends "
+                                                "earlier at its first human contact)."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Simulate human-robot co-presence episodes in MuJoCo; labels come from its contacts."""
+    from dataclasses import asdict
+
+    from robosafe.grounding.dataset import SIM_TASKS
+    from robosafe.grounding.simgen import GenerateConfig
+    from robosafe.grounding.simgen import generate as run
+
+    if task is not None and task not in SIM_TASKS:
+        raise RobosafeError(f"--task {task!r}: expected one of {', '.join(SIM_TASKS)}")
+    if size % 2:
+        raise RobosafeError(f"--size {size}: must be even (the top-down MPEG-4 video)")
+    config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
+                            sim_tasks=(task,) if task else SIM_TASKS)
+    summary = run(out, config, progress=None if as_json else
+                  lambda i, n: typer.echo(f"episode {i}/{n} written", err=True))
+    doc = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(summary).items()}
+    if as_json:
+        emit_json(doc, None, True)
+    else:
+        print_tables([_rows_table(f"{out}: generated (MuJoCo)", [doc])])
+
+
 @grounding_app.command("score")
 @user_errors
 def score(answers: list[Path] = typer.Argument(..., help="Answer JSONL files (records with "

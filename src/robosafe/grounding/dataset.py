@@ -882,9 +882,12 @@ _CAMERA_FRAME = _camera_frame_template()
 
 
 def write_episode(root: str | os.PathLike[str], record: EpisodeRecord, *,
-                  frames: FrameSource | None = None) -> Path:
+                  frames: FrameSource | None = None,
+                  topdown: Callable[[int], np.ndarray] | None = None) -> Path:
     """Write one episode in the App. E layout; returns its directory. Without ``frames`` no
-    image is written (JSON-only datasets), but every frame count still says n."""
+    image is written (JSON-only datasets), but every frame count still says n. ``topdown``
+    gives the overhead camera's RGB frame of a step, encoded as ``topdown.mp4`` at 30 Hz;
+    without it the video is a drawn floor plan."""
     n = record.n_steps
     ep = Path(root) / record.episode_dir
     ep.mkdir(parents=True, exist_ok=True)
@@ -900,7 +903,9 @@ def write_episode(root: str | os.PathLike[str], record: EpisodeRecord, *,
         "max_depth_m": record.max_depth_m, "sensors": {DEPTH_SENSORS[v]: n for v in VIEWS}})
     _write_camera_params(ep / "camera_params.json", record, ids)
     _write_trajectory(ep / "trajectory.json", record)
-    if frames is None or not write_topdown_video(ep / "topdown.mp4", record):
+    if topdown is not None:
+        write_video(ep / "topdown.mp4", (topdown(t) for t in range(n)))
+    elif frames is None or not write_topdown_video(ep / "topdown.mp4", record):
         (ep / "topdown.mp4").write_bytes(MP4_PLACEHOLDER)
     if frames is not None:
         _write_frames(ep, record, frames)
@@ -938,6 +943,26 @@ def write_topdown_video(path: Path, record: EpisodeRecord, size: int = 64,
         for packet in stream.encode():
             out.mux(packet)
     return True
+
+
+def write_video(path: Path, frames: Iterator[np.ndarray], fps: int = 30) -> None:
+    """Encode RGB frames (H, W, 3 uint8, even sizes) as MPEG-4 with PyAV (``video`` extra)."""
+    try:
+        import av
+    except ImportError:
+        raise RobosafeError(f"{path}: writing a video needs PyAV: pip install "
+                            f"'robosafe[video]'") from None
+    with av.open(str(path), "w") as out:
+        stream = None
+        for img in frames:
+            if stream is None:
+                stream = out.add_stream("mpeg4", rate=fps)
+                stream.height, stream.width = img.shape[:2]
+                stream.pix_fmt = "yuv420p"
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode() if stream is not None else ():
+            out.mux(packet)
 
 
 def _write_camera_params(path: Path, record: EpisodeRecord, ids: dict[str, Any]) -> None:
