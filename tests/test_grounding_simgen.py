@@ -10,9 +10,9 @@ from test_cli import run
 pytest.importorskip("mujoco")
 pytest.importorskip("av")
 
-from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance  # noqa: E402
-from robosafe.grounding.sampler import sample_clips  # noqa: E402
-from robosafe.grounding.simgen import GenerateConfig, episode_plan, simulate  # noqa: E402
+from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
+from robosafe.grounding.sampler import sample_clips
+from robosafe.grounding.simgen import GenerateConfig, episode_plan, simulate
 
 CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
 

@@ -413,8 +413,8 @@ def _rearrangement_route(rng: np.random.Generator, room: Room, human: np.ndarray
     for name, pos in room.objects[:2]:
         toward = (centre - pos) / max(float(np.linalg.norm(centre - pos)), 1e-6)
         stops.append((pos + 0.55 * toward, "pick", name))
-        c, h = furniture[int(rng.integers(len(furniture)))] if furniture else (
-            np.array([*rng.uniform(lo, hi), 0.0]), np.zeros(3))
+        # the goal: the walkable point nearest a random piece of furniture (placing on it)
+        c = furniture[int(rng.integers(len(furniture)))][0] if furniture else rng.uniform(lo, hi)
         goal = np.clip(c[:2], lo, hi)
         stops.append((goal, "place", name))
     start = rng.uniform(lo, hi)
