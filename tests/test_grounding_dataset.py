@@ -233,7 +233,6 @@ def _swap_agents(doc: dict) -> None:
 CORRUPTIONS: list[tuple[str, str, Callable[[Path], None], str]] = [
     ("missing trajectory", "trajectory.json", lambda d: (d / "trajectory.json").unlink(),
      "missing file"),
-    ("missing video", "topdown.mp4", lambda d: (d / "topdown.mp4").unlink(), "missing file"),
     ("missing camera", "camera_params.json", lambda d: (d / "camera_params.json").unlink(),
      "missing file"),
     ("malformed trajectory", "trajectory.json:6:",
@@ -314,6 +313,28 @@ def test_every_validation_error_names_episode_and_file(
     assert message in text, text
     assert isinstance(err, RobosafeError)
     assert len(index) == len(good) - 1 and target.episode_dir not in [e.episode_dir for e in index]
+
+
+def test_missing_topdown_video_keeps_the_episode_with_one_warning(
+        json_only: Path, copy_of: Callable[[Path], Path], tmp_path: Path) -> None:
+    from robosafe.grounding.representations import clip_images
+
+    root = copy_of(json_only)
+    good = index_dataset(root)
+    target = good.episodes[1]
+    (root / target.episode_dir / "topdown.mp4").unlink()
+    warned: list[str] = []
+    index = index_dataset(root, on_warning=warned.append, cache=tmp_path / "c.jsonl")
+    assert not index.errors and index.episodes == good.episodes
+    assert warned == index.warnings and len(warned) == 1
+    assert f"{root / target.episode_dir}/topdown.mp4: missing file" in warned[0]
+    assert "top-down representation is unavailable" in warned[0]
+    again: list[str] = []  # the cached index warns the same
+    index_dataset(root, on_warning=again.append, cache=tmp_path / "c.jsonl")
+    assert again == warned
+    clip = {"episode_dir": target.episode_dir, "frames": [0]}
+    with pytest.raises(RobosafeError, match="top-down representation is unavailable"):
+        clip_images(clip, root, "rgb", "topdown")
 
 
 def test_agents_in_any_order_parse_like_the_fast_path(

@@ -51,6 +51,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _warn(message: str) -> None:
+    typer.echo(f"robosafe: warning: {message}", err=True)
+
+
 @grounding_app.command("index")
 @user_errors
 def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench layout)."),
@@ -68,7 +72,8 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
         errors.append(str(err))
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
-    idx = index_dataset(dataset, on_error=on_error, workers=workers, deep=deep, cache=cache)
+    idx = index_dataset(dataset, on_error=on_error, workers=workers, deep=deep, cache=cache,
+                        on_warning=_warn)
     by: dict[tuple[str, str], list] = {}
     for e in idx.episodes:
         by.setdefault((e.human_type, e.sim_task), []).append(e)
@@ -197,7 +202,7 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
     params = _sampler_params(param)
     errors: list[str] = []
     idx = index_dataset(dataset, on_error=lambda e: errors.append(str(e)), workers=workers,
-                        cache=cache)
+                        cache=cache, on_warning=_warn)
     for e in errors:
         typer.echo(f"robosafe: skipped: {e}", err=True)
     result = sample_clips(idx.episodes, task, params, seed)

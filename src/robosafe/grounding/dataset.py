@@ -166,6 +166,7 @@ class DatasetIndex:
     errors: list[DatasetError] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
+    warnings: list[str] = field(default_factory=list)  # usable episodes missing a part
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -645,8 +646,6 @@ def index_episode(root: str | os.PathLike[str], episode_dir: str, *, images: boo
     _sensor_counts(ep, "rgb_meta.json", rgb, list(RGB_SENSORS.values()), n)
     _sensor_counts(ep, "depth_meta.json", depth, list(DEPTH_SENSORS.values()), n)
     _camera_frames(ep, n, deep, episode_id, scene_id)
-    if not (ep.dir / "topdown.mp4").is_file():
-        raise ep.error("topdown.mp4", "missing file")
     if images:
         _check_frame_files(ep, n, deep)
     return EpisodeIndex(
@@ -695,17 +694,28 @@ def _fingerprint(root: Path, rels: Sequence[str], deep: bool) -> str:
     return h.hexdigest()
 
 
+def _missing_parts(root: Path, episodes: Sequence[EpisodeIndex]) -> list[str]:
+    """One line per indexed episode without ``topdown.mp4``: its cameras, trajectory and labels
+    are intact, so it stays in the index and only the top-down representation is unavailable."""
+    return [f"{root / e.episode_dir / 'topdown.mp4'}: missing file; the top-down "
+            f"representation is unavailable for this episode" for e in episodes
+            if not (root / e.episode_dir / "topdown.mp4").is_file()]
+
+
 def index_dataset(root: str | os.PathLike[str], *,
                   on_error: Callable[[DatasetError], None] | None = None, workers: int = 1,
                   deep: bool = False,
-                  cache: str | os.PathLike[str] | None = None) -> DatasetIndex:
+                  cache: str | os.PathLike[str] | None = None,
+                  on_warning: Callable[[str], None] | None = None) -> DatasetIndex:
     """Lazily index a TouchSafeBench dataset from its JSON files (no image is opened).
 
     Bad episodes are skipped, collected in ``DatasetIndex.errors`` and passed to ``on_error``.
     ``workers > 1`` parses episodes in that many processes. ``deep`` also parses
     camera_params.json fully and lists every frame directory. ``cache`` (``.parquet`` or
     ``.jsonl``) is reused when its fingerprint (episode list, sizes and mtimes of the JSON files,
-    ``deep``) still matches, and rewritten otherwise; image files are not fingerprinted."""
+    ``deep``) still matches, and rewritten otherwise; image files are not fingerprinted.
+    Episodes indexed without their top-down video are listed in ``DatasetIndex.warnings`` and
+    passed to ``on_warning``."""
     root = Path(root)
     info = read_dataset_info(root)
     rels = find_episodes(root)
@@ -719,7 +729,7 @@ def index_dataset(root: str | os.PathLike[str], *,
             for err in cached.errors:
                 if on_error is not None:
                     on_error(err)
-            return cached
+            return _with_warnings(cached, on_warning)
     images = bool(info.get("images", True))
     n_chunks = 1 if workers <= 1 else min(len(rels), workers * 8)
     chunks = [(str(root), rels[i::n_chunks], images, deep) for i in range(n_chunks)] if rels \
@@ -740,6 +750,13 @@ def index_dataset(root: str | os.PathLike[str], *,
     index = DatasetIndex(root=root, episodes=episodes, errors=errors, info=info, fingerprint=fp)
     if cache is not None:
         index.save(cache)
+    return _with_warnings(index, on_warning)
+
+
+def _with_warnings(index: DatasetIndex, on_warning: Callable[[str], None] | None) -> DatasetIndex:
+    index.warnings = _missing_parts(index.root, index.episodes)
+    for w in index.warnings if on_warning is not None else ():
+        on_warning(w)
     return index
 
 

@@ -181,6 +181,9 @@ def topdown_image(episode_dir: str | os.PathLike[str]) -> ClipImage:
             mime, data = _file_image(ep / name)
             return ClipImage(0, "topdown", "top-down map", "topdown", mime, data)
     video = ep / "topdown.mp4"
+    if not video.is_file():
+        raise RobosafeError(f"{video}: missing file; the top-down representation is unavailable "
+                            f"for this episode")
     try:
         import av
     except ImportError:
