@@ -311,13 +311,13 @@ def test_timeout_is_retried(dataset, chat: FakeChat) -> None:
 
 def test_per_clip_failures_are_recorded_not_dropped(dataset, chat: FakeChat) -> None:
     root, clips = dataset
-    chat.script = [("status", 400), ("status", 502), ("status", 502), ("status", 502),
+    chat.script = [("raw", b"{}"), ("status", 502), ("status", 502), ("status", 502),
                    ("raw", b"not json"), ("content", [{"type": "text", "text": _answer(
                        build_prompt(2, "rgb", "ego", 3), "C")}])]
     bad = {**clips[2], "clip_id": "missing-frame", "frames": [0, 1, 999]}
     records = ask_clips([*clips, bad], root, "m", chat.url, concurrency=1, **FAST)
     assert len(records) == 5
-    assert "HTTP 400" in records[0]["error"] and records[0]["answer"] == ""
+    assert "malformed" in records[0]["error"] and records[0]["answer"] == ""
     assert "HTTP 502" in records[1]["error"] and "after 3 attempts" in records[1]["error"]
     assert "malformed" in records[2]["error"]
     assert records[3]["error"] is None and parse_answer(records[3]["answer"], 2).label == "C"
@@ -326,6 +326,45 @@ def test_per_clip_failures_are_recorded_not_dropped(dataset, chat: FakeChat) -> 
     scores = score_answers(records)
     assert scores["overall"]["task1"]["n_invalid"] == 2
     assert scores["overall"]["task2"]["n_invalid"] == 2  # malformed reply + no images
+
+
+@pytest.mark.parametrize("temperature", [0.0, None])
+def test_a_4xx_rejection_stops_the_run_with_the_sampling_parameters(
+        dataset, chat: FakeChat, temperature) -> None:
+    root, clips = dataset
+    chat.script = [("status", 400)]
+    with pytest.raises(EndpointError, match="HTTP 400 boom") as info:
+        ask_clips(clips, root, "m", chat.url, concurrency=1, temperature=temperature,
+                  max_tokens=64, **FAST)
+    assert len(chat) == 1  # no other clip was sent
+    sent = chat.requests[0]["body"]
+    assert sent["max_tokens"] == 64 and ("temperature" in sent) == (temperature is not None)
+    assert ('"temperature": 0.0' in str(info.value)) == (temperature is not None)
+
+
+def test_ctrl_c_stops_at_once_and_keeps_the_answers(dataset, chat: FakeChat) -> None:
+    import _thread
+
+    from robosafe.grounding.client import AskInterrupted
+
+    root, clips = dataset
+    many = [{**clips[k % 4], "clip_id": f"m{k}"} for k in range(40)]
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 2:
+            _thread.interrupt_main()  # what Ctrl-C does
+
+    with pytest.raises(AskInterrupted) as info:
+        ask_clips(many, root, "m", chat.url, concurrency=1, progress=interrupt, **FAST)
+    assert [r["clip_id"] for r in info.value.answers][:2] == ["m0", "m1"]
+    assert all(r["error"] is None for r in info.value.answers)
+    assert len(info.value.answers) <= 3 and info.value.total == 40
+    threading.Event().wait(0.5)
+    # two answered, at most the one already in flight: none of the 37 queued was sent
+    sent = len(chat)
+    assert sent <= 3
+    threading.Event().wait(0.5)
+    assert len(chat) == sent
 
 
 def test_unreachable_server_is_one_clear_error(dataset) -> None:
@@ -372,7 +411,7 @@ def test_cache_resumes_without_asking_again(dataset, chat: FakeChat, tmp_path: P
 def test_failures_are_not_cached(dataset, chat: FakeChat, tmp_path: Path) -> None:
     root, clips = dataset
     cache = tmp_path / "answers.jsonl"
-    chat.script = [("status", 400)]
+    chat.script = [("raw", b"not json")]
     (rec,) = ask_clips(clips[:1], root, "m", chat.url, cache=cache, **FAST)
     assert rec["error"]
     (rec,) = ask_clips(clips[:1], root, "m", chat.url, cache=cache, **FAST)

@@ -260,6 +260,19 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
+def _temperature(raw: str) -> float | None:
+    """``--temperature``: a number >= 0, or ``omit`` (no temperature field in the request)."""
+    if raw.strip().lower() in ("omit", "none"):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise RobosafeError(f"--temperature {raw!r}: expected a number >= 0 or 'omit'")
+    return value
+
+
 @grounding_app.command("ask")
 @user_errors
 def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parquet)."),
@@ -279,24 +292,45 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env",
                                         help="Environment variable holding the API key."),
         concurrency: int = typer.Option(4, "--concurrency", min=1, help="Parallel requests."),
+        temperature: str = typer.Option("0", "--temperature",
+                                        help="Sampling temperature, or 'omit' to send none "
+                                             "(endpoints that reject it, e.g. GPT-5 family)."),
+        max_tokens: int = typer.Option(None, "--max-tokens", min=1,
+                                       help="max_tokens per reply (default: not sent)."),
+        timeout: float = typer.Option(120.0, "--timeout", min=0.001,
+                                      help="Seconds to wait for one reply."),
+        retries: int = typer.Option(4, "--retries", min=0,
+                                    help="Retries of a request on 408/409/425/429/5xx, "
+                                         "timeouts and dropped connections."),
         as_json: bool = typer.Option(False, "--json", help="Also print the records.")) -> None:
-    """Ask a vision-language model about every clip (Sec. 4); answers are cached and resumable."""
+    """Ask a vision-language model about every clip (Sec. 4); answers are cached and resumable.
+    Ctrl-C stops at once and writes the answers received; a 4xx rejection stops the run."""
     from rich.progress import Progress
 
-    from robosafe.grounding.client import ask_clips
+    from robosafe.grounding.client import AskInterrupted, ask_clips
 
+    temp = _temperature(temperature)
     records = _clip_records(clips_file)
+    interrupted = None
     with Progress(transient=True, disable=as_json) as bar:
         job = bar.add_task("asking", total=len(records))
-        answers = ask_clips(records, dataset, model, endpoint, representation, views,
-                            cache=cache or out.with_suffix(".cache.jsonl"),
-                            api_key_env=api_key_env, concurrency=concurrency,
-                            progress=lambda done, total: bar.update(job, completed=done))
+        try:
+            answers = ask_clips(records, dataset, model, endpoint, representation, views,
+                                cache=cache or out.with_suffix(".cache.jsonl"),
+                                api_key_env=api_key_env, concurrency=concurrency,
+                                temperature=temp, max_tokens=max_tokens, timeout_s=timeout,
+                                max_retries=retries,
+                                progress=lambda done, total: bar.update(job, completed=done))
+        except AskInterrupted as stop:
+            answers, interrupted = stop.answers, stop
     if views != "ego":  # tables are per model x representation: keep view settings apart
         for r in answers:
             r["representation"] = f"{r['representation']} ({views})"
     _write_answers(answers, out, as_json)
     failed = sum(bool(r.get("error")) for r in answers)
+    if interrupted is not None:
+        typer.echo(f"robosafe: {interrupted}; {len(answers)} answers written to {out}", err=True)
+        raise typer.Exit(130)  # the shell's code for Ctrl-C
     if not as_json:
         typer.echo(f"{len(answers)} answers written to {out}"
                    + (f"; {failed} failed requests recorded as invalid" if failed else ""))
