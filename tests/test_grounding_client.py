@@ -221,25 +221,69 @@ def test_predicted_depth_needs_a_predictor(dataset) -> None:
                          depth_predictor=lambda rgb: np.zeros(5))
 
 
-def test_topdown_from_the_video_or_a_pre_extracted_frame(dataset, tmp_path: Path) -> None:
+def _colours(image) -> np.ndarray:
+    with Image.open(io.BytesIO(image.data)) as im:
+        return np.asarray(im.convert("RGB")).astype(int)
+
+
+def test_topdown_is_the_clip_window_of_the_trajectory(dataset, tmp_path: Path) -> None:
+    root, clips = dataset
+    from robosafe.grounding.dataset import read_positions
+
+    early = clips[0]  # frames [0, 1, 2]
+    ep = root / early["episode_dir"]
+    robot, human = read_positions(ep)
+    n = len(robot)
+    late = {**early, "frames": [n - 3, n - 2, n - 1]}
+    (a,) = reps.clip_images(early, root, "rgb", "topdown")
+    (b,) = reps.clip_images(late, root, "rgb", "topdown")
+    assert a.data != b.data  # each clip gets its own window, not the episode's first frame
+    pa = _colours(a)
+    assert a.mime == "image/png" and pa.shape == (reps.TOPDOWN_PX, reps.TOPDOWN_PX, 3)
+    r, g, bl = pa[..., 0], pa[..., 1], pa[..., 2]
+    assert ((r - bl > 120) & (g < 90)).any() and ((bl - r > 120) & (g < 110)).any()
+    # where the robot is drawn: its position at the clip's last frame, mapped like the code
+    win = np.concatenate([robot[0:3][:, [0, 2]], human[0:3][:, [0, 2]]])
+    centre = (win.min(axis=0) + win.max(axis=0)) / 2
+    scale = reps.TOPDOWN_PX / max(4.0, float(np.ptp(win, axis=0).max()) + 2.0)
+    x, z = ((robot[2][[0, 2]] - centre) * scale + reps.TOPDOWN_PX / 2).astype(int)
+    assert tuple(pa[z, x]) == (220, 40, 40)
+    # a synchronised video (one frame per step) adds its frame at the window's last step
+    from robosafe.grounding.dataset import write_video
+
+    pytest.importorskip("av")
+    copy = tmp_path / "ep"
+    copy.mkdir()
+    for name in ("trajectory.json",):
+        (copy / name).write_bytes((ep / name).read_bytes())
+    green = [np.full((32, 32, 3), (0, 200, 0) if t == 2 else (200, 0, 200), np.uint8)
+             for t in range(n)]
+    write_video(copy / "topdown.mp4", iter(green))
+    (c,) = reps.clip_images({**early, "episode_dir": "ep"}, tmp_path, "rgb", "topdown")
+    pc = _colours(c)
+    assert pc.shape == (reps.TOPDOWN_PX, 2 * reps.TOPDOWN_PX, 3)
+    left = pc[:, :reps.TOPDOWN_PX].mean(axis=(0, 1))
+    assert left[1] > 150 and left[0] < 60  # the green frame of step 2
+    assert (pc[:, reps.TOPDOWN_PX:] == pa).all()
+
+
+def test_episode_topdown_from_the_video_or_a_pre_extracted_frame(dataset, tmp_path) -> None:
     root, clips = dataset
     pytest.importorskip("av")
-    (video,) = reps.clip_images(clips[0], root, "rgb", "topdown")  # decoded from topdown.mp4
-    with Image.open(io.BytesIO(video.data)) as im:
-        pixels = np.asarray(im.convert("RGB"))
+    video = reps.topdown_image(root / clips[0]["episode_dir"])  # first frame of topdown.mp4
+    pixels = _colours(video)
     assert video.mime == "image/png" and pixels.shape[0] == 64
-    r, b = pixels[..., 0].astype(int), pixels[..., 2].astype(int)
+    r, b = pixels[..., 0], pixels[..., 2]
     assert ((r - b) > 80).any() and ((b - r) > 80).any()  # the red robot and blue human dots
-    clip = {**clips[0], "episode_dir": "ep"}
     (tmp_path / "ep").mkdir()
     (tmp_path / "ep" / "topdown.mp4").write_bytes(b"not a video")
     with pytest.raises(RobosafeError, match=r"topdown\.mp4: cannot decode"):
-        reps.clip_images(clip, tmp_path, "rgb", "topdown")
+        reps.topdown_image(tmp_path / "ep")
     Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "ep" / "topdown.png")
-    (image,) = reps.clip_images(clip, tmp_path, "rgb", "topdown")
+    image = reps.topdown_image(tmp_path / "ep")
     assert (image.time, image.camera, image.mime) == (0, "topdown", "image/png")
     with pytest.raises(RobosafeError, match="top-down"):
-        reps.clip_images(clip, tmp_path, "depth", "topdown")
+        reps.clip_images({**clips[0], "episode_dir": "ep"}, tmp_path, "depth", "topdown")
 
 
 def test_missing_frame_names_the_file(dataset) -> None:

@@ -539,6 +539,14 @@ def _read_trajectory(ep: _Episode) -> tuple[_Steps, dict[str, np.ndarray]]:
     return (robot, human, hum, obj, scene), {"human": hs, "scene": ss, "object": os_}
 
 
+def read_positions(episode_dir: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Robot and human world positions per step (n, 3) from an episode's trajectory.json,
+    validated as the index does."""
+    path = Path(episode_dir)
+    (robot, human, _, _, _), _ = _read_trajectory(_Episode(path.parent, path.name))
+    return robot, human
+
+
 def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequence[str],
                    n: int) -> None:
     sensors = _get(ep, file, meta, "sensors", dict)
