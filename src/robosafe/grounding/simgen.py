@@ -84,6 +84,7 @@ class GenerateConfig:
     near_misses: float = 1.0  # Poisson mean
     scene_bumps: float = 1.2  # Poisson mean
     max_depth_m: float = 10.0
+    shadows: bool = False  # shadows and reflections (MuJoCo's default on; 10x slower on CPU)
 
 
 @dataclass
@@ -188,13 +189,13 @@ def build_mjcf(room: Room, human_type: str) -> str:
                                                'size="0.07"', dark) + "</body>"
         for s, y in (("l", 0.21), ("r", -0.21)))
     return f"""<mujoco model="touchsafe_room">
-  <visual><quality shadowsize="0"/><global offwidth="640" offheight="640"/>
+  <visual><global offwidth="640" offheight="640"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5"/><map znear="0.02"/></visual>
   <asset><texture name="grid" type="2d" builtin="checker" rgb1=".78 .76 .72"
     rgb2=".68 .66 .62" width="64" height="64"/>
     <material name="floor" texture="grid" texrepeat="{w:.1f} {d:.1f}"/></asset>
   <worldbody>
-    <light directional="true" pos="0 0 6" dir="0.3 0.2 -1" castshadow="false"/>
+    <light directional="true" pos="0 0 6" dir="0.3 0.2 -1"/>
     <geom name="floor" type="plane" pos="{w / 2:.3f} {d / 2:.3f} 0" size="{w / 2 + 3:.3f}
       {d / 2 + 3:.3f} 0.1" material="floor" contype="0" conaffinity="0"/>
     {static}
@@ -602,10 +603,10 @@ class Renders:
     """Frame source for :func:`write_episode`: restores each step and renders RGB, depth and a
     segmentation image (for visibility) with one scene update."""
 
-    def __init__(self, ep: Episode, size: int):
+    def __init__(self, ep: Episode, size: int, shadows: bool = False):
         import mujoco
 
-        self.ep, self.size = ep, size
+        self.ep, self.size, self.shadows = ep, size, int(shadows)
         self.renderer = mujoco.Renderer(ep.model, size, size)
         n = len(ep.qpos)
         self.human_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
@@ -618,8 +619,8 @@ class Renders:
             self.ep.restore(t)
             self._state = t
         self.renderer.update_scene(self.ep.data, camera=camera)
-        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = 0
-        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = 0
+        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = self.shadows
+        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = self.shadows
 
     def __call__(self, view: str, t: int) -> tuple[np.ndarray, np.ndarray]:
         mj = self.ep.mujoco
@@ -686,7 +687,7 @@ def generate(root: str | os.PathLike[str], config: GenerateConfig,
     for i, (ht, task, sid, eid) in enumerate(episode_plan(config)):
         record, ep = simulate(np.random.default_rng([config.seed, i]), human_type=ht,
                               sim_task=task, scene_id=sid, episode_id=eid, config=config)
-        frames = Renders(ep, config.image_size)
+        frames = Renders(ep, config.image_size, config.shadows)
         try:
             out = write_episode(root, record, frames=frames, topdown=frames.topdown)
         finally:
