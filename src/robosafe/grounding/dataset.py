@@ -984,6 +984,9 @@ def write_video(path: Path, frames: Iterator[np.ndarray], fps: int = 30) -> None
                 stream = out.add_stream("mpeg4", rate=fps)
                 stream.height, stream.width = img.shape[:2]
                 stream.pix_fmt = "yuv420p"
+                # ~0.5 bit per pixel: agents stay legible in small overhead frames (the codec's
+                # 200 kb/s default blurs them away)
+                stream.bit_rate = max(400_000, img.shape[0] * img.shape[1] * fps // 2)
             for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode() if stream is not None else ():

@@ -225,9 +225,11 @@ def build_mjcf(room: Room, human_type: str) -> str:
             {_geom("robot_fore", "robot", 'type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"',
                    orange)}
             <body name="robot_hand" pos="0.3 0 0">
-              {_geom("robot_hand", "robot", 'type="box" pos="0.03 0 0" size="0.04 0.06 0.03"',
-                     dark)}
-              <site name="grip" pos="0.12 0 -0.02"/>
+              <!-- a capsule, not a box: box-box pairs (hand vs held box object) can return
+                   more contacts than MuJoCo allows per pair, a fatal error -->
+              {_geom("robot_hand", "robot", 'type="capsule" fromto="0 -0.04 0 0 0.04 0" '
+                     'size="0.035"', dark)}
+              <site name="grip" pos="0.1 0 -0.02"/>
               <camera name="arm" pos="0.05 0 0.05" fovy="90" xyaxes="{cam_tilt.format(0, 1)}"/>
             </body>
           </body>
