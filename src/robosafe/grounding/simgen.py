@@ -55,7 +55,10 @@ from robosafe.grounding.dataset import (
     write_dataset_info,
     write_episode,
 )
-from robosafe.grounding.synthetic import YCB_OBJECTS
+from robosafe.grounding.synthetic import (
+    YCB_OBJECTS,
+    _smooth_noise,  # the same seeded smooth noise
+)
 
 DT = 1.0 / 30.0  # Habitat's 30 Hz (App. E)
 ROBOT_RADIUS_M, HUMAN_SPEED_M_S, ROBOT_SPEED_M_S = 0.30, 1.1, 0.8
@@ -253,16 +256,6 @@ def build_mjcf(room: Room, human_type: str) -> str:
 
 
 # ----------------------------------------------------------------------------- behaviour
-
-
-def _smooth_noise(rng: np.random.Generator, n: int, period: float) -> np.ndarray:
-    k = int(n / period) + 2
-    knots = rng.normal(size=k)
-    u = np.linspace(0.0, (n - 1) / period, n)
-    i = np.minimum(u.astype(int), k - 2)
-    s = u - i
-    s = s * s * (3 - 2 * s)
-    return knots[i] * (1 - s) + knots[i + 1] * s
 
 
 def _waypoints(rng: np.random.Generator, room: Room, length: float,
