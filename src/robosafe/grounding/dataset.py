@@ -103,6 +103,11 @@ class _Episode:
 
     def __init__(self, root: Path, rel: str):
         self.root, self.rel, self.dir = root, rel, root / rel
+        self.warnings: list[str] = []
+
+    def warn(self, file: str, message: str) -> None:
+        """A deviation read anyway (the episode stays in the index); one line naming the file."""
+        self.warnings.append(f"{self.dir / file}: {message}")
 
     def error(self, file: str, message: str, line: int | None = None,
               column: int | None = None) -> DatasetError:
@@ -195,7 +200,7 @@ class DatasetIndex:
         path = Path(path)
         header = {"format": _CACHE_FORMAT, "version": _CACHE_VERSION, "root": str(self.root),
                   "info": self.info, "fingerprint": self.fingerprint,
-                  "errors": [e.to_dict() for e in self.errors]}
+                  "errors": [e.to_dict() for e in self.errors], "warnings": self.warnings}
         tmp = path.with_name(path.name + ".tmp")
         if path.suffix == ".parquet":
             _save_parquet(tmp, header, self.episodes)
@@ -225,7 +230,8 @@ class DatasetIndex:
                                 f"{_CACHE_VERSION})")
         return cls(root=Path(root) if root is not None else Path(header["root"]),
                    episodes=episodes, errors=[DatasetError(**e) for e in header["errors"]],
-                   info=header["info"], fingerprint=header["fingerprint"])
+                   info=header["info"], fingerprint=header["fingerprint"],
+                   warnings=list(header.get("warnings", [])))
 
 
 def _episode_from_columns(row: dict[str, Any]) -> EpisodeIndex:
@@ -556,7 +562,7 @@ def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequenc
     for name, count in sensors.items():
         if isinstance(count, bool) or not isinstance(count, int):
             raise ep.error(file, f"sensors.{name} must be an integer frame count")
-        if count != n:
+        if not _extra_frame(ep, file, f"sensors.{name}", count, n):
             raise ep.error(file, f"frame counts disagree: sensors.{name} has {count} frames "
                                  f"but trajectory.json has {n} steps")
 
@@ -564,7 +570,7 @@ def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequenc
 def _check_ids(ep: _Episode, file: str, doc: dict[str, Any], episode_id: int,
                scene_id: str) -> None:
     for key, want in (("episode_id", episode_id), ("scene_id", scene_id)):
-        got = _get(ep, file, doc, key, type(want))
+        got = _get(ep, file, doc, key, int) if key == "episode_id" else _scene_id(ep, file, doc)
         if got != want:
             raise ep.error(file, f"{key} {got!r} disagrees with episode_meta.json ({want!r})")
 
@@ -580,7 +586,7 @@ def _camera_frames(ep: _Episode, n: int, deep: bool, episode_id: int, scene_id: 
         head = _obj(ep, f, _load_json(ep, f))
     _check_ids(ep, f, head, episode_id, scene_id)
     num = _get(ep, f, head, "num_frames", int)
-    if num != n:
+    if not _extra_frame(ep, f, "num_frames", num, n):
         raise ep.error(f, f"frame counts disagree: num_frames is {num} but trajectory.json has "
                           f"{n} steps")
     if deep:
@@ -608,6 +614,8 @@ def _check_frame_files(ep: _Episode, n: int, deep: bool) -> None:
                 except FileNotFoundError:
                     raise ep.error(rel, "missing frame directory") from None
                 want = {_frame_name(i, ext) for i in range(n)}
+                # one frame past the last step was warned about with the frame counts
+                names.discard(_frame_name(n, ext))
                 if names != want:
                     missing, extra = sorted(want - names), sorted(names - want)
                     detail = f"missing {missing[0]}" if missing else f"unexpected {extra[0]}"
@@ -625,16 +633,45 @@ def planar_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def index_episode(root: str | os.PathLike[str], episode_dir: str, *, images: bool = True,
-                  deep: bool = False) -> EpisodeIndex:
-    """Validate and index one episode from its JSON files (raises :class:`DatasetError`)."""
+                  deep: bool = False, warnings: list[str] | None = None) -> EpisodeIndex:
+    """Validate and index one episode from its JSON files (raises :class:`DatasetError`).
+
+    Tolerated with one line each appended to ``warnings``: a numeric ``scene_id`` (read as its
+    decimal string) and sensor / camera frame counts one more than the trajectory's steps (a
+    renderer that also wrote the state after the last step; that frame is ignored)."""
     ep = _Episode(Path(root), episode_dir)
+    try:
+        return _index_episode(ep, episode_dir, images, deep)
+    finally:
+        if warnings is not None:
+            warnings.extend(ep.warnings)
+
+
+def _scene_id(ep: _Episode, file: str, doc: dict[str, Any]) -> str:
+    value = _get(ep, file, doc, "scene_id", (str, int))
+    if isinstance(value, int):
+        ep.warn(file, f"scene_id is the number {value}; read as the string '{value}'")
+        return str(value)
+    return value
+
+
+def _extra_frame(ep: _Episode, file: str, what: str, count: int, n: int) -> bool:
+    """True (with a warning) when ``count`` is the trajectory's ``n`` steps plus one."""
+    if count == n + 1:
+        ep.warn(file, f"{what} has {count} frames, one more than trajectory.json's {n} steps; "
+                      f"the last frame is ignored")
+        return True
+    return count == n
+
+
+def _index_episode(ep: _Episode, episode_dir: str, images: bool, deep: bool) -> EpisodeIndex:
     parts = episode_dir.split("/")
     if len(parts) != 4:
         raise ep.error("", "expected <human_type>/<sim_task>/scene_<id>/episode_<NNNN>")
     f = "episode_meta.json"
     meta = _obj(ep, f, _load_json(ep, f))
     episode_id = _get(ep, f, meta, "episode_id", int)
-    scene_id = _get(ep, f, meta, "scene_id", str)
+    scene_id = _scene_id(ep, f, meta)
     task = _get(ep, f, meta, "task", str)
     human_type = _get(ep, f, meta, "human_type", str)
     for got, want, what in ((human_type, parts[0], "human_type"), (task, parts[1], "task"),
@@ -669,17 +706,22 @@ def _dir_number(name: str) -> int | str:
     return int(tail) if tail.isdigit() else name
 
 
-def _index_chunk(args: tuple[str, list[str], bool, bool]) -> list[EpisodeIndex | DatasetError]:
+def _index_chunk(args: tuple[str, list[str], bool, bool]
+                 ) -> list[EpisodeIndex | DatasetError | str]:
+    """Indexed episodes, errors, and the warnings (str) of the episodes read anyway."""
     root, rels, images, deep = args
-    out: list[EpisodeIndex | DatasetError] = []
+    out: list[EpisodeIndex | DatasetError | str] = []
     # json.loads of a trajectory allocates ~10 container objects per step, all freed by
     # reference counting; pausing the cyclic GC saves its repeated scans (~10 % of the time).
     enabled = gc.isenabled()
     gc.disable()
     try:
         for rel in rels:
+            warnings: list[str] = []
             try:
-                out.append(index_episode(root, rel, images=images, deep=deep))
+                out.append(index_episode(root, rel, images=images, deep=deep,
+                                         warnings=warnings))
+                out.extend(warnings)
             except DatasetError as e:
                 out.append(e.with_traceback(None))
     finally:
@@ -704,9 +746,10 @@ def _fingerprint(root: Path, rels: Sequence[str], deep: bool) -> str:
 
 def _missing_parts(root: Path, episodes: Sequence[EpisodeIndex]) -> list[str]:
     """One line per indexed episode without ``topdown.mp4``: its cameras, trajectory and labels
-    are intact, so it stays in the index and only the top-down representation is unavailable."""
-    return [f"{root / e.episode_dir / 'topdown.mp4'}: missing file; the top-down "
-            f"representation is unavailable for this episode" for e in episodes
+    are intact, so it stays in the index; only the video frame beside a clip's top-down map
+    (and the episode-level top-down picture) is unavailable."""
+    return [f"{root / e.episode_dir / 'topdown.mp4'}: missing file; the top-down input of "
+            f"its clips is the trajectory map alone (no overhead video frame)" for e in episodes
             if not (root / e.episode_dir / "topdown.mp4").is_file()]
 
 
@@ -747,6 +790,8 @@ def index_dataset(root: str | os.PathLike[str], *,
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = [r for part in pool.map(_index_chunk, chunks) for r in part]
+    parse_warnings = [r for r in results if isinstance(r, str)]
+    results = [r for r in results if not isinstance(r, str)]
     episodes, errors = [], []
     for r in sorted(results, key=lambda r: r.episode_dir or ""):
         if isinstance(r, DatasetError):
@@ -755,14 +800,15 @@ def index_dataset(root: str | os.PathLike[str], *,
                 on_error(r)
         else:
             episodes.append(r)
-    index = DatasetIndex(root=root, episodes=episodes, errors=errors, info=info, fingerprint=fp)
+    index = DatasetIndex(root=root, episodes=episodes, errors=errors, info=info, fingerprint=fp,
+                         warnings=sorted(parse_warnings))
     if cache is not None:
         index.save(cache)
     return _with_warnings(index, on_warning)
 
 
 def _with_warnings(index: DatasetIndex, on_warning: Callable[[str], None] | None) -> DatasetIndex:
-    index.warnings = _missing_parts(index.root, index.episodes)
+    index.warnings = index.warnings + _missing_parts(index.root, index.episodes)
     for w in index.warnings if on_warning is not None else ():
         on_warning(w)
     return index
