@@ -493,3 +493,26 @@ def test_backoff_and_url() -> None:
     assert chat_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"
     assert chat_url("https://api.x/v1/chat/completions") == "https://api.x/v1/chat/completions"
 
+
+
+def test_depth_predictor_named_on_the_command_line(dataset, chat, tmp_path, monkeypatch):
+    root, clips = dataset
+    (tmp_path / "mydepth.py").write_text(
+        "import numpy as np\n"
+        "def predict(rgb):\n    return np.full(rgb.shape[:2], 2.5)\n"
+        "class Model:\n    def __call__(self, rgb):\n        return np.full(rgb.shape[:2], 5.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    predict = reps.load_depth_predictor("mydepth:predict")
+    assert predict(np.zeros((4, 6, 3), np.uint8)).shape == (4, 6)
+    assert reps.load_depth_predictor("mydepth:Model")(np.zeros((2, 2, 3), np.uint8))[0, 0] == 5
+    for spec, match in (("mydepth", "MODULE:CALLABLE"), ("nosuch_mod_x:f", "cannot import"),
+                        ("mydepth:nope", "has no 'nope'")):
+        with pytest.raises(RobosafeError, match=match):
+            reps.load_depth_predictor(spec)
+    (rec,) = ask_clips(clips[:1], root, "m", chat.url, representation="pred_depth",
+                       depth_predictor=predict, **FAST)
+    assert rec["error"] is None
+    (image,) = [p for p in chat.requests[0]["body"]["messages"][0]["content"]
+                if p["type"] == "image_url"][:1]
+    grey = _decode(base64.b64decode(image["image_url"]["url"].split(",", 1)[1]))
+    assert int(np.asarray(grey).ravel()[0]) == round(2.5 / reps.DISPLAY_MAX_DEPTH_M * 255)

@@ -299,6 +299,10 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
                                        help="max_tokens per reply (default: not sent)."),
         timeout: float = typer.Option(120.0, "--timeout", min=0.001,
                                       help="Seconds to wait for one reply."),
+        depth_predictor: str = typer.Option(None, "--depth-predictor",
+                                            help="MODULE:CALLABLE mapping RGB uint8 HxWx3 to "
+                                                 "metric depth HxW, for the pred_* "
+                                                 "representations."),
         retries: int = typer.Option(4, "--retries", min=0,
                                     help="Retries of a request on 408/409/425/429/5xx, "
                                          "timeouts and dropped connections."),
@@ -308,8 +312,10 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
     from rich.progress import Progress
 
     from robosafe.grounding.client import AskInterrupted, ask_clips
+    from robosafe.grounding.representations import load_depth_predictor
 
     temp = _temperature(temperature)
+    predictor = load_depth_predictor(depth_predictor) if depth_predictor else None
     records = _clip_records(clips_file)
     interrupted = None
     with Progress(transient=True, disable=as_json) as bar:
@@ -319,7 +325,7 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
                                 cache=cache or out.with_suffix(".cache.jsonl"),
                                 api_key_env=api_key_env, concurrency=concurrency,
                                 temperature=temp, max_tokens=max_tokens, timeout_s=timeout,
-                                max_retries=retries,
+                                max_retries=retries, depth_predictor=predictor,
                                 progress=lambda done, total: bar.update(job, completed=done))
         except AskInterrupted as stop:
             answers, interrupted = stop.answers, stop

@@ -23,11 +23,10 @@ Decisions where the paper is silent:
   :func:`register_depth_predictor` or pass ``depth_predictor=``; the ``pred_*`` / ``rgbd_pred*``
   representations raise a :class:`RobosafeError` without one. A relative-depth model must be
   wrapped to return metres.
-* **Top-down**: ``topdown.mp4`` cannot be decoded without ffmpeg, which robosafe does not depend
-  on. The top-down configuration therefore reads a pre-extracted frame ``topdown.png`` (or
-  ``.jpg``) from the episode directory and raises an error naming the file and the ffmpeg command
-  otherwise. App. E says the video is not frame-synchronised with the cameras, so one image per
-  episode is used for every clip of it.
+* **Top-down** (paper: "the trajectories of the robot and the person over a short clip"): each
+  clip gets its own map, the agents' paths over the clip's window drawn from trajectory.json,
+  with the synchronised ``topdown.mp4`` frame of the window's last step beside it when the video
+  has one frame per step (decoded with PyAV, the ``video`` extra); see :func:`topdown_image`.
 """
 
 from __future__ import annotations
@@ -82,6 +81,44 @@ _predictor: DepthPredictor | None = None
 # Model objects are rarely safe to call from several threads at once (the client builds images
 # in worker threads), so predictor calls are serialised.
 _predictor_lock = threading.Lock()
+
+
+def load_depth_predictor(spec: str) -> DepthPredictor:
+    """``module:attribute`` -> the callable it names (``grounding ask --depth-predictor``); a
+    class or factory taking no argument is called once to build the predictor. Example: a file
+    ``mydepth.py`` on ``PYTHONPATH`` with ``def predict(rgb): return model(rgb)`` (metres, HxW)
+    is ``--depth-predictor mydepth:predict``."""
+    import importlib
+    import inspect
+
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise RobosafeError(f"--depth-predictor {spec!r}: expected MODULE:CALLABLE")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as e:
+        raise RobosafeError(f"--depth-predictor {spec!r}: cannot import {module!r} ({e})") \
+            from None
+    except AttributeError:
+        raise RobosafeError(f"--depth-predictor {spec!r}: {module!r} has no {attr!r}") from None
+    if inspect.isclass(obj) or (callable(obj) and _takes_no_argument(obj)):
+        obj = obj()
+    if not callable(obj):
+        raise RobosafeError(f"--depth-predictor {spec!r}: not callable")
+    return obj
+
+
+def _takes_no_argument(fn: Any) -> bool:
+    import inspect
+
+    try:
+        return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                           p.POSITIONAL_OR_KEYWORD)
+                       for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 def register_depth_predictor(predictor: DepthPredictor | None) -> None:
