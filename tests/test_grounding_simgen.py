@@ -109,3 +109,10 @@ def test_generated_dataset_is_indexed_sampled_and_scored(tmp_path):
         scored = json.loads(run("grounding", "score", str(answers), "--json").stdout)
         acc = scored["overall"][f"task{task}"]["accuracy"]
         assert 0.0 <= acc <= 1.0
+
+
+def test_generate_rejects_bad_options_in_one_line(tmp_path):
+    for args, match in ((("--task", "cooking"), "--task 'cooking'"), (("--size", "33"), "even")):
+        proc = run("grounding", "generate", str(tmp_path / "x"), *args)
+        assert proc.returncode == 2 and match in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
