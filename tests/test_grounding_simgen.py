@@ -78,12 +78,12 @@ def test_rearrangement_with_a_held_object_simulates():
 
 def test_generated_dataset_is_indexed_sampled_and_scored(tmp_path):
     root = tmp_path / "data"
-    proc = run("grounding", "generate", str(root), "--episodes", "6", "--seed", "1",
+    proc = run("grounding", "generate", str(root), "--episodes", "4", "--seed", "1",
                "--size", "16", "--max-steps", "300", "--json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     idx = index_dataset(root, deep=True, on_error=lambda e: pytest.fail(str(e)))
-    assert len(idx) == 6 and idx.total_steps == summary["steps"]
+    assert len(idx) == 4 and idx.total_steps == summary["steps"]
     assert sum(e.did_collide_human for e in idx.episodes) == summary["human_collision_episodes"]
     ep_dir = root / idx.episodes[0].episode_dir
     vis = json.loads((ep_dir / "visibility.json").read_text())
