@@ -132,3 +132,60 @@ def test_ask_and_baseline_end_to_end(tmp_path):
                       "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "x.jsonl"),
                       "--cache", str(tmp_path / "none.jsonl"))
     assert unreachable.returncode == 2 and "127.0.0.1:9" in unreachable.stderr
+
+
+def test_ask_sampling_options_4xx_stop_and_ctrl_c(tmp_path):
+    """--temperature omit / --max-tokens reach the request; a 400 stops with one line (exit 2);
+    SIGINT stops at once (exit 130) and writes the answers received to --out."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from test_grounding_client import CONFIG, FakeChat
+
+    from robosafe.grounding.dataset import index_dataset
+    from robosafe.grounding.sampler import candidate_clips, write_clip_index
+
+    root = tmp_path / "ds"
+    generate_dataset(root, CONFIG, seed=3)
+    clips = [c for task in (1, 2) for c in candidate_clips(index_dataset(root).episodes, task)]
+    from dataclasses import replace
+
+    assert clips
+    index = tmp_path / "clips.jsonl"  # 20 distinct clips (the answer cache keys on clip_id)
+    write_clip_index([replace(clips[i % len(clips)], clip_id=f"k{i}") for i in range(20)],
+                     index)
+    fake = FakeChat()
+    threading.Thread(target=fake.server.serve_forever, daemon=True).start()
+    common = ["grounding", "ask", str(index), "--dataset", str(root), "--model", "m",
+              "--endpoint", fake.url, "--concurrency", "1"]
+    try:
+        fake.script = [("status", 400)]
+        bad = run(*common, "--out", str(tmp_path / "a.jsonl"), "--cache",
+                  str(tmp_path / "a.cache"))
+        assert bad.returncode == 2 and len(fake) == 1
+        assert "HTTP 400 boom" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        assert fake.requests[0]["body"]["temperature"] == 0.0
+        fake.script = [("answer",), ("answer",), ("hang",)]
+        out = tmp_path / "b.jsonl"
+        proc = subprocess.Popen([sys.executable, "-m", "robosafe", *common, "--temperature",
+                                 "omit", "--max-tokens", "32", "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(fake) < 4 and time.monotonic() < deadline:  # 400 + 2 answers + the hang
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=5)  # does not wait for the hanging request
+        assert proc.returncode == 130, err
+        assert "interrupted: 2 of 20" in err and "Traceback" not in err
+        assert len(out.read_text().splitlines()) == 2
+        sent = fake.requests[1]["body"]
+        assert "temperature" not in sent and sent["max_tokens"] == 32
+        assert len(fake) == 4
+    finally:
+        fake.release.set()
+        fake.server.shutdown()
+        fake.server.server_close()
+    assert run(*common, "--temperature", "warm", "--out", str(out)).returncode == 2

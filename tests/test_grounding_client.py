@@ -221,25 +221,69 @@ def test_predicted_depth_needs_a_predictor(dataset) -> None:
                          depth_predictor=lambda rgb: np.zeros(5))
 
 
-def test_topdown_from_the_video_or_a_pre_extracted_frame(dataset, tmp_path: Path) -> None:
+def _colours(image) -> np.ndarray:
+    with Image.open(io.BytesIO(image.data)) as im:
+        return np.asarray(im.convert("RGB")).astype(int)
+
+
+def test_topdown_is_the_clip_window_of_the_trajectory(dataset, tmp_path: Path) -> None:
+    root, clips = dataset
+    from robosafe.grounding.dataset import read_positions
+
+    early = clips[0]  # frames [0, 1, 2]
+    ep = root / early["episode_dir"]
+    robot, human = read_positions(ep)
+    n = len(robot)
+    late = {**early, "frames": [n - 3, n - 2, n - 1]}
+    (a,) = reps.clip_images(early, root, "rgb", "topdown")
+    (b,) = reps.clip_images(late, root, "rgb", "topdown")
+    assert a.data != b.data  # each clip gets its own window, not the episode's first frame
+    pa = _colours(a)
+    assert a.mime == "image/png" and pa.shape == (reps.TOPDOWN_PX, reps.TOPDOWN_PX, 3)
+    r, g, bl = pa[..., 0], pa[..., 1], pa[..., 2]
+    assert ((r - bl > 120) & (g < 90)).any() and ((bl - r > 120) & (g < 110)).any()
+    # where the robot is drawn: its position at the clip's last frame, mapped like the code
+    win = np.concatenate([robot[0:3][:, [0, 2]], human[0:3][:, [0, 2]]])
+    centre = (win.min(axis=0) + win.max(axis=0)) / 2
+    scale = reps.TOPDOWN_PX / max(4.0, float(np.ptp(win, axis=0).max()) + 2.0)
+    x, z = ((robot[2][[0, 2]] - centre) * scale + reps.TOPDOWN_PX / 2).astype(int)
+    assert tuple(pa[z, x]) == (220, 40, 40)
+    # a synchronised video (one frame per step) adds its frame at the window's last step
+    from robosafe.grounding.dataset import write_video
+
+    pytest.importorskip("av")
+    copy = tmp_path / "ep"
+    copy.mkdir()
+    for name in ("trajectory.json",):
+        (copy / name).write_bytes((ep / name).read_bytes())
+    green = [np.full((32, 32, 3), (0, 200, 0) if t == 2 else (200, 0, 200), np.uint8)
+             for t in range(n)]
+    write_video(copy / "topdown.mp4", iter(green))
+    (c,) = reps.clip_images({**early, "episode_dir": "ep"}, tmp_path, "rgb", "topdown")
+    pc = _colours(c)
+    assert pc.shape == (reps.TOPDOWN_PX, 2 * reps.TOPDOWN_PX, 3)
+    left = pc[:, :reps.TOPDOWN_PX].mean(axis=(0, 1))
+    assert left[1] > 150 and left[0] < 60  # the green frame of step 2
+    assert (pc[:, reps.TOPDOWN_PX:] == pa).all()
+
+
+def test_episode_topdown_from_the_video_or_a_pre_extracted_frame(dataset, tmp_path) -> None:
     root, clips = dataset
     pytest.importorskip("av")
-    (video,) = reps.clip_images(clips[0], root, "rgb", "topdown")  # decoded from topdown.mp4
-    with Image.open(io.BytesIO(video.data)) as im:
-        pixels = np.asarray(im.convert("RGB"))
+    video = reps.topdown_image(root / clips[0]["episode_dir"])  # first frame of topdown.mp4
+    pixels = _colours(video)
     assert video.mime == "image/png" and pixels.shape[0] == 64
-    r, b = pixels[..., 0].astype(int), pixels[..., 2].astype(int)
+    r, b = pixels[..., 0], pixels[..., 2]
     assert ((r - b) > 80).any() and ((b - r) > 80).any()  # the red robot and blue human dots
-    clip = {**clips[0], "episode_dir": "ep"}
     (tmp_path / "ep").mkdir()
     (tmp_path / "ep" / "topdown.mp4").write_bytes(b"not a video")
     with pytest.raises(RobosafeError, match=r"topdown\.mp4: cannot decode"):
-        reps.clip_images(clip, tmp_path, "rgb", "topdown")
+        reps.topdown_image(tmp_path / "ep")
     Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "ep" / "topdown.png")
-    (image,) = reps.clip_images(clip, tmp_path, "rgb", "topdown")
+    image = reps.topdown_image(tmp_path / "ep")
     assert (image.time, image.camera, image.mime) == (0, "topdown", "image/png")
     with pytest.raises(RobosafeError, match="top-down"):
-        reps.clip_images(clip, tmp_path, "depth", "topdown")
+        reps.clip_images({**clips[0], "episode_dir": "ep"}, tmp_path, "depth", "topdown")
 
 
 def test_missing_frame_names_the_file(dataset) -> None:
@@ -311,13 +355,13 @@ def test_timeout_is_retried(dataset, chat: FakeChat) -> None:
 
 def test_per_clip_failures_are_recorded_not_dropped(dataset, chat: FakeChat) -> None:
     root, clips = dataset
-    chat.script = [("status", 400), ("status", 502), ("status", 502), ("status", 502),
+    chat.script = [("raw", b"{}"), ("status", 502), ("status", 502), ("status", 502),
                    ("raw", b"not json"), ("content", [{"type": "text", "text": _answer(
                        build_prompt(2, "rgb", "ego", 3), "C")}])]
     bad = {**clips[2], "clip_id": "missing-frame", "frames": [0, 1, 999]}
     records = ask_clips([*clips, bad], root, "m", chat.url, concurrency=1, **FAST)
     assert len(records) == 5
-    assert "HTTP 400" in records[0]["error"] and records[0]["answer"] == ""
+    assert "malformed" in records[0]["error"] and records[0]["answer"] == ""
     assert "HTTP 502" in records[1]["error"] and "after 3 attempts" in records[1]["error"]
     assert "malformed" in records[2]["error"]
     assert records[3]["error"] is None and parse_answer(records[3]["answer"], 2).label == "C"
@@ -326,6 +370,45 @@ def test_per_clip_failures_are_recorded_not_dropped(dataset, chat: FakeChat) -> 
     scores = score_answers(records)
     assert scores["overall"]["task1"]["n_invalid"] == 2
     assert scores["overall"]["task2"]["n_invalid"] == 2  # malformed reply + no images
+
+
+@pytest.mark.parametrize("temperature", [0.0, None])
+def test_a_4xx_rejection_stops_the_run_with_the_sampling_parameters(
+        dataset, chat: FakeChat, temperature) -> None:
+    root, clips = dataset
+    chat.script = [("status", 400)]
+    with pytest.raises(EndpointError, match="HTTP 400 boom") as info:
+        ask_clips(clips, root, "m", chat.url, concurrency=1, temperature=temperature,
+                  max_tokens=64, **FAST)
+    assert len(chat) == 1  # no other clip was sent
+    sent = chat.requests[0]["body"]
+    assert sent["max_tokens"] == 64 and ("temperature" in sent) == (temperature is not None)
+    assert ('"temperature": 0.0' in str(info.value)) == (temperature is not None)
+
+
+def test_ctrl_c_stops_at_once_and_keeps_the_answers(dataset, chat: FakeChat) -> None:
+    import _thread
+
+    from robosafe.grounding.client import AskInterrupted
+
+    root, clips = dataset
+    many = [{**clips[k % 4], "clip_id": f"m{k}"} for k in range(40)]
+
+    def interrupt(done: int, total: int) -> None:
+        if done == 2:
+            _thread.interrupt_main()  # what Ctrl-C does
+
+    with pytest.raises(AskInterrupted) as info:
+        ask_clips(many, root, "m", chat.url, concurrency=1, progress=interrupt, **FAST)
+    assert [r["clip_id"] for r in info.value.answers][:2] == ["m0", "m1"]
+    assert all(r["error"] is None for r in info.value.answers)
+    assert len(info.value.answers) <= 3 and info.value.total == 40
+    threading.Event().wait(0.5)
+    # two answered, at most the one already in flight: none of the 37 queued was sent
+    sent = len(chat)
+    assert sent <= 3
+    threading.Event().wait(0.5)
+    assert len(chat) == sent
 
 
 def test_unreachable_server_is_one_clear_error(dataset) -> None:
@@ -372,7 +455,7 @@ def test_cache_resumes_without_asking_again(dataset, chat: FakeChat, tmp_path: P
 def test_failures_are_not_cached(dataset, chat: FakeChat, tmp_path: Path) -> None:
     root, clips = dataset
     cache = tmp_path / "answers.jsonl"
-    chat.script = [("status", 400)]
+    chat.script = [("raw", b"not json")]
     (rec,) = ask_clips(clips[:1], root, "m", chat.url, cache=cache, **FAST)
     assert rec["error"]
     (rec,) = ask_clips(clips[:1], root, "m", chat.url, cache=cache, **FAST)
@@ -410,3 +493,26 @@ def test_backoff_and_url() -> None:
     assert chat_url("http://h:8000/v1/") == "http://h:8000/v1/chat/completions"
     assert chat_url("https://api.x/v1/chat/completions") == "https://api.x/v1/chat/completions"
 
+
+
+def test_depth_predictor_named_on_the_command_line(dataset, chat, tmp_path, monkeypatch):
+    root, clips = dataset
+    (tmp_path / "mydepth.py").write_text(
+        "import numpy as np\n"
+        "def predict(rgb):\n    return np.full(rgb.shape[:2], 2.5)\n"
+        "class Model:\n    def __call__(self, rgb):\n        return np.full(rgb.shape[:2], 5.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    predict = reps.load_depth_predictor("mydepth:predict")
+    assert predict(np.zeros((4, 6, 3), np.uint8)).shape == (4, 6)
+    assert reps.load_depth_predictor("mydepth:Model")(np.zeros((2, 2, 3), np.uint8))[0, 0] == 5
+    for spec, match in (("mydepth", "MODULE:CALLABLE"), ("nosuch_mod_x:f", "cannot import"),
+                        ("mydepth:nope", "has no 'nope'")):
+        with pytest.raises(RobosafeError, match=match):
+            reps.load_depth_predictor(spec)
+    (rec,) = ask_clips(clips[:1], root, "m", chat.url, representation="pred_depth",
+                       depth_predictor=predict, **FAST)
+    assert rec["error"] is None
+    (image,) = [p for p in chat.requests[0]["body"]["messages"][0]["content"]
+                if p["type"] == "image_url"][:1]
+    grey = _decode(base64.b64decode(image["image_url"]["url"].split(",", 1)[1]))
+    assert int(np.asarray(grey).ravel()[0]) == round(2.5 / reps.DISPLAY_MAX_DEPTH_M * 255)

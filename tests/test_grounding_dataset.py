@@ -233,7 +233,6 @@ def _swap_agents(doc: dict) -> None:
 CORRUPTIONS: list[tuple[str, str, Callable[[Path], None], str]] = [
     ("missing trajectory", "trajectory.json", lambda d: (d / "trajectory.json").unlink(),
      "missing file"),
-    ("missing video", "topdown.mp4", lambda d: (d / "topdown.mp4").unlink(), "missing file"),
     ("missing camera", "camera_params.json", lambda d: (d / "camera_params.json").unlink(),
      "missing file"),
     ("malformed trajectory", "trajectory.json:6:",
@@ -244,7 +243,7 @@ CORRUPTIONS: list[tuple[str, str, Callable[[Path], None], str]] = [
     ("malformed meta", "episode_meta.json:1:", lambda d: (d / "episode_meta.json").write_text(
         '{"episode_id": 0,'), "malformed JSON"),
     ("rgb count", "rgb_meta.json", lambda d: _edit_json(
-        d / "rgb_meta.json", lambda m: m["sensors"].update(agent_1_head_rgb=1 + m["sensors"][
+        d / "rgb_meta.json", lambda m: m["sensors"].update(agent_1_head_rgb=2 + m["sensors"][
             "agent_1_head_rgb"])), "frame counts disagree: sensors.agent_1_head_rgb"),
     ("depth sensor missing", "depth_meta.json", lambda d: _edit_json(
         d / "depth_meta.json", lambda m: m["sensors"].pop("agent_0_third_depth")),
@@ -252,7 +251,8 @@ CORRUPTIONS: list[tuple[str, str, Callable[[Path], None], str]] = [
     ("camera count", "camera_params.json", lambda d: (d / "camera_params.json").write_text(
         (d / "camera_params.json").read_text().replace('"num_frames": ', '"num_frames": 1')),
      "frame counts disagree: num_frames"),
-    ("step dropped", "rgb_meta.json", lambda d: _edit_json(d / "trajectory.json", _drop_step0),
+    ("steps dropped", "rgb_meta.json", lambda d: _edit_json(  # one is tolerated (warning)
+        d / "trajectory.json", lambda t: _drop_step0(t) or _drop_step0(t)),
      "frame counts disagree"),
     ("human steps", "trajectory.json", lambda d: _edit_json(
         d / "trajectory.json", lambda t: t["collision_summary"].update(human_collision_steps=[0])),
@@ -314,6 +314,66 @@ def test_every_validation_error_names_episode_and_file(
     assert message in text, text
     assert isinstance(err, RobosafeError)
     assert len(index) == len(good) - 1 and target.episode_dir not in [e.episode_dir for e in index]
+
+
+def test_missing_topdown_video_keeps_the_episode_with_one_warning(
+        json_only: Path, copy_of: Callable[[Path], Path], tmp_path: Path) -> None:
+    from robosafe.grounding.representations import clip_images
+
+    root = copy_of(json_only)
+    good = index_dataset(root)
+    target = good.episodes[1]
+    (root / target.episode_dir / "topdown.mp4").unlink()
+    warned: list[str] = []
+    index = index_dataset(root, on_warning=warned.append, cache=tmp_path / "c.jsonl")
+    assert not index.errors and index.episodes == good.episodes
+    assert warned == index.warnings and len(warned) == 1
+    assert f"{root / target.episode_dir}/topdown.mp4: missing file" in warned[0]
+    assert "trajectory map alone" in warned[0]
+    again: list[str] = []  # the cached index warns the same
+    index_dataset(root, on_warning=again.append, cache=tmp_path / "c.jsonl")
+    assert again == warned
+    from robosafe.grounding.representations import TOPDOWN_PX, topdown_image
+
+    clip = {"episode_dir": target.episode_dir, "frames": [0]}
+    (image,) = clip_images(clip, root, "rgb", "topdown")  # the map, drawn from the trajectory
+    assert image.data[16:24] == TOPDOWN_PX.to_bytes(4, "big") * 2  # PNG IHDR: 256 x 256
+    with pytest.raises(RobosafeError, match="top-down representation is unavailable"):
+        topdown_image(root / target.episode_dir)
+
+
+def test_numeric_scene_id_and_one_extra_frame_are_read_with_warnings(
+        with_images: Path, copy_of: Callable[[Path], Path], tmp_path: Path) -> None:
+    import shutil
+
+    root = copy_of(with_images)
+    good = index_dataset(root)
+    target = next(e for e in good if e.scene_id.isdigit())
+    d = root / target.episode_dir
+    for name in ("episode_meta.json", "rgb_meta.json", "depth_meta.json"):
+        _edit_json(d / name, lambda m: m.update(scene_id=int(m["scene_id"])))
+    n = target.n_frames
+    for name in ("rgb_meta.json", "depth_meta.json"):
+        _edit_json(d / name, lambda m: m["sensors"].update({k: n + 1 for k in m["sensors"]}))
+    _edit_json(d / "camera_params.json",
+               lambda c: c.update(num_frames=n + 1, frames=[*c["frames"], c["frames"][-1]]))
+    for view in VIEWS:  # the renderer's extra frame
+        for top, ext in (("rgb_full", "jpg"), ("depth", "png")):
+            shutil.copy(d / top / view / f"{n - 1:06d}.{ext}", d / top / view / f"{n:06d}.{ext}")
+    for deep in (False, True):
+        warned: list[str] = []
+        index = index_dataset(root, deep=deep, on_warning=warned.append,
+                              cache=tmp_path / f"c{deep}.jsonl")
+        assert not index.errors and index.episodes == good.episodes, index.errors
+        assert warned == index.warnings
+        assert sum("scene_id is the number" in w for w in warned) == 3  # meta, rgb, depth
+        assert any("camera_params.json: num_frames has" in w for w in warned)
+        assert sum("one more than trajectory.json's" in w for w in warned) == 9
+        assert all(str(d) in w for w in warned)
+        cached: list[str] = []  # a reused cache repeats them
+        index_dataset(root, deep=deep, on_warning=cached.append,
+                      cache=tmp_path / f"c{deep}.jsonl")
+        assert cached == warned
 
 
 def test_agents_in_any_order_parse_like_the_fast_path(

@@ -248,6 +248,10 @@ def test_sample_type_summary_averages_conditions_like_table_3():
     rows = sample_type_rows(scores)
     assert rows[0]["Task"] == "Task 1" and rows[0]["Sample type"] == "no_event_easy"
     assert len(rows) == 4 + 4  # no post-collision clips here
+    # printed under a "%" heading: percent with one decimal, as Table 3
+    near_row = next(r for r in rows if r["Task"] == "Task 2"
+                    and r["Sample type"] == "no_risk_hard_negative")
+    assert (near_row["Avg. Acc"], near_row["Min"], near_row["Max"]) == (66.7, 50.0, 100.0)
 
 
 def test_table_rows_layouts():

@@ -73,6 +73,10 @@ def _skipped(errors: list[str]) -> Callable[[Exception], None]:
     return on_error
 
 
+def _warn(message: str) -> None:
+    typer.echo(f"robosafe: warning: {message}", err=True)
+
+
 @grounding_app.command("index")
 @user_errors
 def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench layout)."),
@@ -86,7 +90,7 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
 
     errors: list[str] = []
     idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, deep=deep,
-                        cache=cache)
+                        cache=cache, on_warning=_warn)
     by: dict[tuple[str, str], list] = {}
     for e in idx.episodes:
         by.setdefault((e.human_type, e.sim_task), []).append(e)
@@ -103,6 +107,41 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
                                   f"{idx.total_steps} steps (App. F.1)", rows)])
     if errors:
         raise typer.Exit(EXIT_USER_ERROR)
+
+
+@grounding_app.command("generate")
+@user_errors
+def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E layout)."),
+             episodes: int = typer.Option(6, "--episodes", min=1, help="Episodes to write."),
+             seed: int = typer.Option(0, "--seed", help="Seed (rooms, walks, events)."),
+             task: str = typer.Option(None, "--task",
+                                      help="social_navigation or social_rearrangement "
+                                           "(default: alternate both)."),
+             size: int = typer.Option(128, "--size", min=8, help="Image width = height (px)."),
+             max_steps: int = typer.Option(600, "--max-steps", min=10,
+                                           help="Steps per episode at 30 Hz (an episode ends "
+                                                "earlier at its first human contact)."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Simulate human-robot co-presence episodes in MuJoCo; labels come from its contacts."""
+    from dataclasses import asdict
+
+    from robosafe.grounding.dataset import SIM_TASKS
+    from robosafe.grounding.simgen import GenerateConfig
+    from robosafe.grounding.simgen import generate as run
+
+    if task is not None and task not in SIM_TASKS:
+        raise RobosafeError(f"--task {task!r}: expected one of {', '.join(SIM_TASKS)}")
+    if size % 2:
+        raise RobosafeError(f"--size {size}: must be even (the top-down MPEG-4 video)")
+    config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
+                            sim_tasks=(task,) if task else SIM_TASKS)
+    summary = run(out, config, progress=None if as_json else
+                  lambda i, n: typer.echo(f"episode {i}/{n} written", err=True))
+    doc = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(summary).items()}
+    if as_json:
+        emit_json(doc, None, True)
+    else:
+        print_tables([_rows_table(f"{out}: generated (MuJoCo)", [doc])])
 
 
 @grounding_app.command("score")
@@ -179,7 +218,8 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
 
     params = _sampler_params(param)
     errors: list[str] = []
-    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache)
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache,
+                        on_warning=_warn)
     result = sample_clips(idx.episodes, task, params, seed)
     write_clip_index(result, out)
     counts = Counter((c.label, c.sample_type) for c in result)
@@ -206,7 +246,8 @@ def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
     from robosafe.grounding.sampler import sweep_all
 
     errors: list[str] = []
-    idx = index_dataset(dataset, workers=workers, cache=cache, on_error=_skipped(errors))
+    idx = index_dataset(dataset, workers=workers, cache=cache, on_error=_skipped(errors),
+                        on_warning=_warn)
     tables = sweep_all(idx.episodes, task)
     if as_json:
         emit_json({**tables, "errors": errors}, None, True)
@@ -239,6 +280,19 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
+def _temperature(raw: str) -> float | None:
+    """``--temperature``: a number >= 0, or ``omit`` (no temperature field in the request)."""
+    if raw.strip().lower() in ("omit", "none"):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise RobosafeError(f"--temperature {raw!r}: expected a number >= 0 or 'omit'")
+    return value
+
+
 @grounding_app.command("ask")
 @user_errors
 def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parquet)."),
@@ -258,24 +312,51 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env",
                                         help="Environment variable holding the API key."),
         concurrency: int = typer.Option(4, "--concurrency", min=1, help="Parallel requests."),
+        temperature: str = typer.Option("0", "--temperature",
+                                        help="Sampling temperature, or 'omit' to send none "
+                                             "(endpoints that reject it, e.g. GPT-5 family)."),
+        max_tokens: int = typer.Option(None, "--max-tokens", min=1,
+                                       help="max_tokens per reply (default: not sent)."),
+        timeout: float = typer.Option(120.0, "--timeout", min=0.001,
+                                      help="Seconds to wait for one reply."),
+        depth_predictor: str = typer.Option(None, "--depth-predictor",
+                                            help="MODULE:CALLABLE mapping RGB uint8 HxWx3 to "
+                                                 "metric depth HxW, for the pred_* "
+                                                 "representations."),
+        retries: int = typer.Option(4, "--retries", min=0,
+                                    help="Retries of a request on 408/409/425/429/5xx, "
+                                         "timeouts and dropped connections."),
         as_json: bool = typer.Option(False, "--json", help="Also print the records.")) -> None:
-    """Ask a vision-language model about every clip (Sec. 4); answers are cached and resumable."""
+    """Ask a vision-language model about every clip (Sec. 4); answers are cached and resumable.
+    Ctrl-C stops at once and writes the answers received; a 4xx rejection stops the run."""
     from rich.progress import Progress
 
-    from robosafe.grounding.client import ask_clips
+    from robosafe.grounding.client import AskInterrupted, ask_clips
+    from robosafe.grounding.representations import load_depth_predictor
 
+    temp = _temperature(temperature)
+    predictor = load_depth_predictor(depth_predictor) if depth_predictor else None
     records = _clip_records(clips_file)
+    interrupted = None
     with Progress(transient=True, disable=as_json) as bar:
         job = bar.add_task("asking", total=len(records))
-        answers = ask_clips(records, dataset, model, endpoint, representation, views,
-                            cache=cache or out.with_suffix(".cache.jsonl"),
-                            api_key_env=api_key_env, concurrency=concurrency,
-                            progress=lambda done, total: bar.update(job, completed=done))
+        try:
+            answers = ask_clips(records, dataset, model, endpoint, representation, views,
+                                cache=cache or out.with_suffix(".cache.jsonl"),
+                                api_key_env=api_key_env, concurrency=concurrency,
+                                temperature=temp, max_tokens=max_tokens, timeout_s=timeout,
+                                max_retries=retries, depth_predictor=predictor,
+                                progress=lambda done, total: bar.update(job, completed=done))
+        except AskInterrupted as stop:
+            answers, interrupted = stop.answers, stop
     if views != "ego":  # tables are per model x representation: keep view settings apart
         for r in answers:
             r["representation"] = f"{r['representation']} ({views})"
     _write_answers(answers, out, as_json)
     failed = sum(bool(r.get("error")) for r in answers)
+    if interrupted is not None:
+        typer.echo(f"robosafe: {interrupted}; {len(answers)} answers written to {out}", err=True)
+        raise typer.Exit(130)  # the shell's code for Ctrl-C
     if not as_json:
         typer.echo(f"{len(answers)} answers written to {out}"
                    + (f"; {failed} failed requests recorded as invalid" if failed else ""))

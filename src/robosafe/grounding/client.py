@@ -14,10 +14,14 @@ only (urllib, threads): no new dependency.
 * Retries with exponential backoff (``backoff_s * 2**attempt``, capped, ``Retry-After`` honoured)
   on 408/409/425/429/5xx, timeouts and dropped connections.
 * Failures are split by who can fix them. The server is unreachable (after retries), rejects the
-  key (401/403) or does not know the URL/model (404): one :class:`EndpointError` naming the URL
-  stops the run (answers already received are in the cache). Anything about one clip (400,
-  retries exhausted, a missing frame file, an empty reply) becomes that clip's record with
+  key (401/403), does not know the URL/model (404) or rejects the request itself (any other 4xx
+  but the transient 408/409/425/429, e.g. a 400 for an unsupported ``temperature``, which would
+  make every clip invalid): one :class:`EndpointError` naming the URL and the server's message
+  stops the run (answers already received are in the cache). Anything about one clip (retries
+  exhausted, a missing frame file, an empty reply) becomes that clip's record with
   ``answer=""`` and the reason in ``error``: it scores as invalid and is never dropped.
+* Ctrl-C stops at once: no new request starts, requests in flight are abandoned (worker threads
+  are daemons), and :class:`AskInterrupted` carries every answer received so far.
 * The on-disk answer cache is JSON lines, one answer per line, appended and fsync'ed as each
   answer arrives, so an interrupted evaluation resumes without asking again. Failures are not
   cached, so a rerun retries them. The key hashes the model, the full prompt text, the clip id,
@@ -32,12 +36,12 @@ import hashlib
 import http.client
 import json
 import os
+import queue
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +84,14 @@ class EndpointError(RobosafeError):
 
 class ChatRequestError(RobosafeError):
     """One request failed for good (recorded on that clip, the run goes on)."""
+
+
+class AskInterrupted(RobosafeError):
+    """Ctrl-C during :func:`ask_clips`; ``answers`` holds the records completed before it."""
+
+    def __init__(self, answers: list[dict[str, Any]], total: int):
+        super().__init__(f"interrupted: {len(answers)} of {total} clips answered")
+        self.answers, self.total = answers, total
 
 
 class _Retryable(Exception):
@@ -203,6 +215,10 @@ class ChatClient:
             if status == 404:
                 raise EndpointError(f"{self.url}: HTTP 404 {text} (wrong endpoint URL or model "
                                     f"{self.model!r}?)") from None
+            if 400 <= status < 500:  # the same request shape fails for every clip
+                raise EndpointError(f"{self.url}: HTTP {status} {text} (the endpoint rejects "
+                                    f"the request; sampling parameters sent: "
+                                    f"{json.dumps(self.params)})") from None
             raise ChatRequestError(f"HTTP {status}: {text}") from None
         except TimeoutError:
             raise _Retryable(f"no reply within {self.timeout_s:g} s") from None
@@ -395,21 +411,41 @@ def ask_clips(clips: Iterable[Mapping[str, Any]], dataset_root: str | os.PathLik
         return record
 
     results: list[dict[str, Any] | None] = [None] * len(clips)
+    todo: queue.Queue[int] = queue.Queue()
+    for i in range(len(clips)):
+        todo.put(i)
+    finished: queue.Queue[tuple[int, dict[str, Any] | None, BaseException | None]] = \
+        queue.Queue()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                finished.put((i, one(clips[i]), None))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                finished.put((i, None, e))
+
+    # Daemon threads, not an executor: Ctrl-C must not wait for queued or in-flight requests.
+    for _ in range(min(concurrency, max(1, len(clips)))):
+        threading.Thread(target=worker, daemon=True).start()
     done = 0
-    with ThreadPoolExecutor(max_workers=min(concurrency, max(1, len(clips)))) as pool:
-        futures = {pool.submit(one, clip): i for i, clip in enumerate(clips)}
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                err = fut.exception()
-                if err is not None:
-                    stop.set()
-                    for p in pending:
-                        p.cancel()
-                    raise err
-                results[futures[fut]] = fut.result()
-                done += 1
-                if progress is not None:
-                    progress(done, len(clips))
+    try:
+        while done < len(clips):
+            try:
+                i, record, err = finished.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if err is not None:
+                stop.set()
+                raise err
+            results[i] = record
+            done += 1
+            if progress is not None:
+                progress(done, len(clips))
+    except KeyboardInterrupt:
+        stop.set()
+        raise AskInterrupted([r for r in results if r is not None], len(clips)) from None
     return [r for r in results if r is not None]

@@ -104,6 +104,11 @@ class _Episode:
 
     def __init__(self, root: Path, rel: str):
         self.root, self.rel, self.dir = root, rel, root / rel
+        self.warnings: list[str] = []
+
+    def warn(self, file: str, message: str) -> None:
+        """A deviation read anyway (the episode stays in the index); one line naming the file."""
+        self.warnings.append(f"{self.dir / file}: {message}")
 
     def error(self, file: str, message: str, line: int | None = None,
               column: int | None = None) -> DatasetError:
@@ -167,6 +172,7 @@ class DatasetIndex:
     errors: list[DatasetError] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
+    warnings: list[str] = field(default_factory=list)  # usable episodes missing a part
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -195,7 +201,7 @@ class DatasetIndex:
         path = Path(path)
         header = {"format": _CACHE_FORMAT, "version": _CACHE_VERSION, "root": str(self.root),
                   "info": self.info, "fingerprint": self.fingerprint,
-                  "errors": [e.to_dict() for e in self.errors]}
+                  "errors": [e.to_dict() for e in self.errors], "warnings": self.warnings}
         tmp = path.with_name(path.name + ".tmp")
         if path.suffix == ".parquet":
             _save_parquet(tmp, header, self.episodes)
@@ -225,7 +231,8 @@ class DatasetIndex:
                                 f"{_CACHE_VERSION})")
         return cls(root=Path(root) if root is not None else Path(header["root"]),
                    episodes=episodes, errors=[DatasetError(**e) for e in header["errors"]],
-                   info=header["info"], fingerprint=header["fingerprint"])
+                   info=header["info"], fingerprint=header["fingerprint"],
+                   warnings=list(header.get("warnings", [])))
 
 
 def _episode_from_columns(row: dict[str, Any]) -> EpisodeIndex:
@@ -543,6 +550,14 @@ def _read_trajectory(ep: _Episode) -> tuple[_Steps, dict[str, np.ndarray]]:
     return (robot, human, hum, obj, scene), {"human": hs, "scene": ss, "object": os_}
 
 
+def read_positions(episode_dir: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Robot and human world positions per step (n, 3) from an episode's trajectory.json,
+    validated as the index does."""
+    path = Path(episode_dir)
+    (robot, human, _, _, _), _ = _read_trajectory(_Episode(path.parent, path.name))
+    return robot, human
+
+
 def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequence[str],
                    n: int) -> None:
     sensors = _get(ep, file, meta, "sensors", dict)
@@ -552,7 +567,7 @@ def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequenc
     for name, count in sensors.items():
         if isinstance(count, bool) or not isinstance(count, int):
             raise ep.error(file, f"sensors.{name} must be an integer frame count")
-        if count != n:
+        if not _extra_frame(ep, file, f"sensors.{name}", count, n):
             raise ep.error(file, f"frame counts disagree: sensors.{name} has {count} frames "
                                  f"but trajectory.json has {n} steps")
 
@@ -560,7 +575,7 @@ def _sensor_counts(ep: _Episode, file: str, meta: dict[str, Any], names: Sequenc
 def _check_ids(ep: _Episode, file: str, doc: dict[str, Any], episode_id: int,
                scene_id: str) -> None:
     for key, want in (("episode_id", episode_id), ("scene_id", scene_id)):
-        got = _get(ep, file, doc, key, type(want))
+        got = _get(ep, file, doc, key, int) if key == "episode_id" else _scene_id(ep, file, doc)
         if got != want:
             raise ep.error(file, f"{key} {got!r} disagrees with episode_meta.json ({want!r})")
 
@@ -576,7 +591,7 @@ def _camera_frames(ep: _Episode, n: int, deep: bool, episode_id: int, scene_id: 
         head = _obj(ep, f, _load_json(ep, f))
     _check_ids(ep, f, head, episode_id, scene_id)
     num = _get(ep, f, head, "num_frames", int)
-    if num != n:
+    if not _extra_frame(ep, f, "num_frames", num, n):
         raise ep.error(f, f"frame counts disagree: num_frames is {num} but trajectory.json has "
                           f"{n} steps")
     if deep:
@@ -604,6 +619,8 @@ def _check_frame_files(ep: _Episode, n: int, deep: bool) -> None:
                 except FileNotFoundError:
                     raise ep.error(rel, "missing frame directory") from None
                 want = {_frame_name(i, ext) for i in range(n)}
+                # one frame past the last step was warned about with the frame counts
+                names.discard(_frame_name(n, ext))
                 if names != want:
                     missing, extra = sorted(want - names), sorted(names - want)
                     detail = f"missing {missing[0]}" if missing else f"unexpected {extra[0]}"
@@ -621,16 +638,45 @@ def planar_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def index_episode(root: str | os.PathLike[str], episode_dir: str, *, images: bool = True,
-                  deep: bool = False) -> EpisodeIndex:
-    """Validate and index one episode from its JSON files (raises :class:`DatasetError`)."""
+                  deep: bool = False, warnings: list[str] | None = None) -> EpisodeIndex:
+    """Validate and index one episode from its JSON files (raises :class:`DatasetError`).
+
+    Tolerated with one line each appended to ``warnings``: a numeric ``scene_id`` (read as its
+    decimal string) and sensor / camera frame counts one more than the trajectory's steps (a
+    renderer that also wrote the state after the last step; that frame is ignored)."""
     ep = _Episode(Path(root), episode_dir)
+    try:
+        return _index_episode(ep, episode_dir, images, deep)
+    finally:
+        if warnings is not None:
+            warnings.extend(ep.warnings)
+
+
+def _scene_id(ep: _Episode, file: str, doc: dict[str, Any]) -> str:
+    value = _get(ep, file, doc, "scene_id", (str, int))
+    if isinstance(value, int):
+        ep.warn(file, f"scene_id is the number {value}; read as the string '{value}'")
+        return str(value)
+    return value
+
+
+def _extra_frame(ep: _Episode, file: str, what: str, count: int, n: int) -> bool:
+    """True (with a warning) when ``count`` is the trajectory's ``n`` steps plus one."""
+    if count == n + 1:
+        ep.warn(file, f"{what} has {count} frames, one more than trajectory.json's {n} steps; "
+                      f"the last frame is ignored")
+        return True
+    return count == n
+
+
+def _index_episode(ep: _Episode, episode_dir: str, images: bool, deep: bool) -> EpisodeIndex:
     parts = episode_dir.split("/")
     if len(parts) != 4:
         raise ep.error("", "expected <human_type>/<sim_task>/scene_<id>/episode_<NNNN>")
     f = "episode_meta.json"
     meta = _obj(ep, f, _load_json(ep, f))
     episode_id = _get(ep, f, meta, "episode_id", int)
-    scene_id = _get(ep, f, meta, "scene_id", str)
+    scene_id = _scene_id(ep, f, meta)
     task = _get(ep, f, meta, "task", str)
     human_type = _get(ep, f, meta, "human_type", str)
     for got, want, what in ((human_type, parts[0], "human_type"), (task, parts[1], "task"),
@@ -650,8 +696,6 @@ def index_episode(root: str | os.PathLike[str], episode_dir: str, *, images: boo
     _sensor_counts(ep, "rgb_meta.json", rgb, list(RGB_SENSORS.values()), n)
     _sensor_counts(ep, "depth_meta.json", depth, list(DEPTH_SENSORS.values()), n)
     _camera_frames(ep, n, deep, episode_id, scene_id)
-    if not (ep.dir / "topdown.mp4").is_file():
-        raise ep.error("topdown.mp4", "missing file")
     if images:
         _check_frame_files(ep, n, deep)
     return EpisodeIndex(
@@ -667,17 +711,22 @@ def _dir_number(name: str) -> int | str:
     return int(tail) if tail.isdigit() else name
 
 
-def _index_chunk(args: tuple[str, list[str], bool, bool]) -> list[EpisodeIndex | DatasetError]:
+def _index_chunk(args: tuple[str, list[str], bool, bool]
+                 ) -> list[EpisodeIndex | DatasetError | str]:
+    """Indexed episodes, errors, and the warnings (str) of the episodes read anyway."""
     root, rels, images, deep = args
-    out: list[EpisodeIndex | DatasetError] = []
+    out: list[EpisodeIndex | DatasetError | str] = []
     # json.loads of a trajectory allocates ~10 container objects per step, all freed by
     # reference counting; pausing the cyclic GC saves its repeated scans (~10 % of the time).
     enabled = gc.isenabled()
     gc.disable()
     try:
         for rel in rels:
+            warnings: list[str] = []
             try:
-                out.append(index_episode(root, rel, images=images, deep=deep))
+                out.append(index_episode(root, rel, images=images, deep=deep,
+                                         warnings=warnings))
+                out.extend(warnings)
             except DatasetError as e:
                 out.append(e.with_traceback(None))
     finally:
@@ -700,17 +749,29 @@ def _fingerprint(root: Path, rels: Sequence[str], deep: bool) -> str:
     return h.hexdigest()
 
 
+def _missing_parts(root: Path, episodes: Sequence[EpisodeIndex]) -> list[str]:
+    """One line per indexed episode without ``topdown.mp4``: its cameras, trajectory and labels
+    are intact, so it stays in the index; only the video frame beside a clip's top-down map
+    (and the episode-level top-down picture) is unavailable."""
+    return [f"{root / e.episode_dir / 'topdown.mp4'}: missing file; the top-down input of "
+            f"its clips is the trajectory map alone (no overhead video frame)" for e in episodes
+            if not (root / e.episode_dir / "topdown.mp4").is_file()]
+
+
 def index_dataset(root: str | os.PathLike[str], *,
                   on_error: Callable[[DatasetError], None] | None = None, workers: int = 1,
                   deep: bool = False,
-                  cache: str | os.PathLike[str] | None = None) -> DatasetIndex:
+                  cache: str | os.PathLike[str] | None = None,
+                  on_warning: Callable[[str], None] | None = None) -> DatasetIndex:
     """Lazily index a TouchSafeBench dataset from its JSON files (no image is opened).
 
     Bad episodes are skipped, collected in ``DatasetIndex.errors`` and passed to ``on_error``.
     ``workers > 1`` parses episodes in that many processes. ``deep`` also parses
     camera_params.json fully and lists every frame directory. ``cache`` (``.parquet`` or
     ``.jsonl``) is reused when its fingerprint (episode list, sizes and mtimes of the JSON files,
-    ``deep``) still matches, and rewritten otherwise; image files are not fingerprinted."""
+    ``deep``) still matches, and rewritten otherwise; image files are not fingerprinted.
+    Episodes indexed without their top-down video are listed in ``DatasetIndex.warnings`` and
+    passed to ``on_warning``."""
     root = Path(root)
     info = read_dataset_info(root)
     rels = find_episodes(root)
@@ -724,7 +785,7 @@ def index_dataset(root: str | os.PathLike[str], *,
             for err in cached.errors:
                 if on_error is not None:
                     on_error(err)
-            return cached
+            return _with_warnings(cached, on_warning)
     images = bool(info.get("images", True))
     n_chunks = 1 if workers <= 1 else min(len(rels), workers * 8)
     chunks = [(str(root), rels[i::n_chunks], images, deep) for i in range(n_chunks)] if rels \
@@ -734,6 +795,8 @@ def index_dataset(root: str | os.PathLike[str], *,
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = [r for part in pool.map(_index_chunk, chunks) for r in part]
+    parse_warnings = [r for r in results if isinstance(r, str)]
+    results = [r for r in results if not isinstance(r, str)]
     episodes, errors = [], []
     for r in sorted(results, key=lambda r: r.episode_dir or ""):
         if isinstance(r, DatasetError):
@@ -742,9 +805,17 @@ def index_dataset(root: str | os.PathLike[str], *,
                 on_error(r)
         else:
             episodes.append(r)
-    index = DatasetIndex(root=root, episodes=episodes, errors=errors, info=info, fingerprint=fp)
+    index = DatasetIndex(root=root, episodes=episodes, errors=errors, info=info, fingerprint=fp,
+                         warnings=sorted(parse_warnings))
     if cache is not None:
         index.save(cache)
+    return _with_warnings(index, on_warning)
+
+
+def _with_warnings(index: DatasetIndex, on_warning: Callable[[str], None] | None) -> DatasetIndex:
+    index.warnings = index.warnings + _missing_parts(index.root, index.episodes)
+    for w in index.warnings if on_warning is not None else ():
+        on_warning(w)
     return index
 
 
@@ -908,9 +979,12 @@ _CAMERA_FRAME = _camera_frame_template()
 
 
 def write_episode(root: str | os.PathLike[str], record: EpisodeRecord, *,
-                  frames: FrameSource | None = None) -> Path:
+                  frames: FrameSource | None = None,
+                  topdown: Callable[[int], np.ndarray] | None = None) -> Path:
     """Write one episode in the App. E layout; returns its directory. Without ``frames`` no
-    image is written (JSON-only datasets), but every frame count still says n."""
+    image is written (JSON-only datasets), but every frame count still says n. ``topdown``
+    gives the overhead camera's RGB frame of a step, encoded as ``topdown.mp4`` at 30 Hz;
+    without it the video is a drawn floor plan."""
     n = record.n_steps
     ep = Path(root) / record.episode_dir
     ep.mkdir(parents=True, exist_ok=True)
@@ -926,7 +1000,9 @@ def write_episode(root: str | os.PathLike[str], record: EpisodeRecord, *,
         "max_depth_m": record.max_depth_m, "sensors": {DEPTH_SENSORS[v]: n for v in VIEWS}})
     _write_camera_params(ep / "camera_params.json", record, ids)
     _write_trajectory(ep / "trajectory.json", record)
-    if frames is None or not write_topdown_video(ep / "topdown.mp4", record):
+    if topdown is not None:
+        write_video(ep / "topdown.mp4", (topdown(t) for t in range(n)))
+    elif frames is None or not write_topdown_video(ep / "topdown.mp4", record):
         (ep / "topdown.mp4").write_bytes(MP4_PLACEHOLDER)
     if frames is not None:
         _write_frames(ep, record, frames)
@@ -964,6 +1040,29 @@ def write_topdown_video(path: Path, record: EpisodeRecord, size: int = 64,
         for packet in stream.encode():
             out.mux(packet)
     return True
+
+
+def write_video(path: Path, frames: Iterator[np.ndarray], fps: int = 30) -> None:
+    """Encode RGB frames (H, W, 3 uint8, even sizes) as MPEG-4 with PyAV (``video`` extra)."""
+    try:
+        import av
+    except ImportError:
+        raise RobosafeError(f"{path}: writing a video needs PyAV: pip install "
+                            f"'robosafe[video]'") from None
+    with av.open(str(path), "w") as out:
+        stream = None
+        for img in frames:
+            if stream is None:
+                stream = out.add_stream("mpeg4", rate=fps)
+                stream.height, stream.width = img.shape[:2]
+                stream.pix_fmt = "yuv420p"
+                # ~0.5 bit per pixel: agents stay legible in small overhead frames (the codec's
+                # 200 kb/s default blurs them away)
+                stream.bit_rate = max(400_000, img.shape[0] * img.shape[1] * fps // 2)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode() if stream is not None else ():
+            out.mux(packet)
 
 
 def _write_camera_params(path: Path, record: EpisodeRecord, ids: dict[str, Any]) -> None:

@@ -340,9 +340,7 @@ def table_rows(scores: Mapping[str, Any], layout: str = "full",
     far_cols = ("FAR_any",) if layout == "views" else ("FAR_C", "FAR_any")
 
     def fmt(v: float | None) -> float | None:
-        if v is None:
-            return None
-        return round(100.0 * v, 1) if percent else v
+        return _percent(v) if percent else v
 
     rows = []
     for c in scores["conditions"]:
@@ -364,14 +362,20 @@ def table_rows(scores: Mapping[str, Any], layout: str = "full",
     return rows
 
 
+def _percent(v: float | None) -> float | None:
+    """A fraction as a percentage with one decimal, as the paper's tables print them."""
+    return None if v is None else round(100.0 * v, 1)
+
+
 def sample_type_rows(scores: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Table 3 rows: per task and sample type, accuracy averaged over conditions and its range."""
+    """Table 3 rows: per task and sample type, accuracy averaged over conditions and its range,
+    in percent (one decimal) like Table 3."""
     rows = []
     for task, summary in scores["sample_type_summary"].items():
         for st, s in summary.items():
             rows.append({"Task": "Task 1" if task == "task1" else "Task 2", "Sample type": st,
-                         "Avg. Acc": s["mean"], "Min": s["min"], "Max": s["max"],
-                         "Conditions": s["n_conditions"]})
+                         "Avg. Acc": _percent(s["mean"]), "Min": _percent(s["min"]),
+                         "Max": _percent(s["max"]), "Conditions": s["n_conditions"]})
     return rows
 
 

@@ -23,11 +23,10 @@ Decisions where the paper is silent:
   :func:`register_depth_predictor` or pass ``depth_predictor=``; the ``pred_*`` / ``rgbd_pred*``
   representations raise a :class:`RobosafeError` without one. A relative-depth model must be
   wrapped to return metres.
-* **Top-down**: ``topdown.mp4`` cannot be decoded without ffmpeg, which robosafe does not depend
-  on. The top-down configuration therefore reads a pre-extracted frame ``topdown.png`` (or
-  ``.jpg``) from the episode directory and raises an error naming the file and the ffmpeg command
-  otherwise. App. E says the video is not frame-synchronised with the cameras, so one image per
-  episode is used for every clip of it.
+* **Top-down** (paper: "the trajectories of the robot and the person over a short clip"): each
+  clip gets its own map, the agents' paths over the clip's window drawn from trajectory.json,
+  with the synchronised ``topdown.mp4`` frame of the window's last step beside it when the video
+  has one frame per step (decoded with PyAV, the ``video`` extra); see :func:`topdown_image`.
 """
 
 from __future__ import annotations
@@ -82,6 +81,44 @@ _predictor: DepthPredictor | None = None
 # Model objects are rarely safe to call from several threads at once (the client builds images
 # in worker threads), so predictor calls are serialised.
 _predictor_lock = threading.Lock()
+
+
+def load_depth_predictor(spec: str) -> DepthPredictor:
+    """``module:attribute`` -> the callable it names (``grounding ask --depth-predictor``); a
+    class or factory taking no argument is called once to build the predictor. Example: a file
+    ``mydepth.py`` on ``PYTHONPATH`` with ``def predict(rgb): return model(rgb)`` (metres, HxW)
+    is ``--depth-predictor mydepth:predict``."""
+    import importlib
+    import inspect
+
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise RobosafeError(f"--depth-predictor {spec!r}: expected MODULE:CALLABLE")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as e:
+        raise RobosafeError(f"--depth-predictor {spec!r}: cannot import {module!r} ({e})") \
+            from None
+    except AttributeError:
+        raise RobosafeError(f"--depth-predictor {spec!r}: {module!r} has no {attr!r}") from None
+    if inspect.isclass(obj) or (callable(obj) and _takes_no_argument(obj)):
+        obj = obj()
+    if not callable(obj):
+        raise RobosafeError(f"--depth-predictor {spec!r}: not callable")
+    return obj
+
+
+def _takes_no_argument(fn: Any) -> bool:
+    import inspect
+
+    try:
+        return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                           p.POSITIONAL_OR_KEYWORD)
+                       for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 def register_depth_predictor(predictor: DepthPredictor | None) -> None:
@@ -155,7 +192,7 @@ def clip_images(clip: Mapping[str, Any], dataset_root: str | os.PathLike[str],
         if rep != "rgb":
             raise RobosafeError(f"the top-down map is an RGB rendering; representation {rep!r} "
                                 "is not available with views='topdown' (use 'rgb')")
-        return [topdown_image(episode_dir)]
+        return [topdown_image(episode_dir, frames)]
     predictor = resolve_depth_predictor(rep, depth_predictor)
     channels = prompt_data()["representations"][rep]["channels"]
     kinds = CHANNEL_KINDS[rep]
@@ -171,28 +208,121 @@ def clip_images(clip: Mapping[str, Any], dataset_root: str | os.PathLike[str],
     return out
 
 
-def topdown_image(episode_dir: str | os.PathLike[str]) -> ClipImage:
-    """The episode's top-down map: a pre-extracted ``topdown.png``/``.jpg`` if present, else the
-    first frame of ``topdown.mp4`` decoded with PyAV (the ``video`` extra). The video is not
-    synchronised with the cameras (App. E), so one frame serves every clip of the episode."""
+def topdown_image(episode_dir: str | os.PathLike[str],
+                  frames: Sequence[int] | None = None) -> ClipImage:
+    """The top-down map of a clip (the prompt: "the trajectories of the robot and the person
+    over a short clip").
+
+    With the clip's ``frames``: the robot's (red) and the human's (blue) paths over the clip's
+    window ``[min(frames), max(frames)]`` drawn from trajectory.json, each sampled time point
+    numbered; when ``topdown.mp4`` has one frame per step (a synchronised overhead camera, as
+    ``grounding generate`` writes) its frame at the window's last step is put beside the map.
+    Without ``frames``, the episode-level picture: a pre-extracted ``topdown.png``/``.jpg``, else
+    the video's first frame.
+    """
     ep = Path(episode_dir)
+    if frames is not None:
+        return _clip_topdown(ep, [int(f) for f in frames])
     for name in TOPDOWN_FILES:
         if (ep / name).is_file():
             mime, data = _file_image(ep / name)
             return ClipImage(0, "topdown", "top-down map", "topdown", mime, data)
-    video = ep / "topdown.mp4"
+    frame = _video_frames(ep / "topdown.mp4", [0])[0]
+    if frame is None:
+        raise RobosafeError(f"{ep / 'topdown.mp4'}: cannot decode a frame (no video frame)")
+    return ClipImage(0, "topdown", "top-down map", "topdown", "image/png", _png(frame))
+
+
+def _video_frames(video: Path, wanted: Sequence[int]) -> list[np.ndarray | None]:
+    """Frames ``wanted`` of a video (None past its end), plus its length check by the caller."""
+    if not video.is_file():
+        raise RobosafeError(f"{video}: missing file; the top-down representation is unavailable "
+                            f"for this episode")
     try:
         import av
     except ImportError:
         raise RobosafeError(
             f"{video}: decoding the top-down video needs PyAV (pip install 'robosafe[video]'), "
-            f"or extract one frame to {ep / 'topdown.png'} first") from None
+            f"or extract one frame to {video.parent / 'topdown.png'} first") from None
+    out: dict[int, np.ndarray] = {}
     try:
         with av.open(str(video)) as container:
-            frame = next(container.decode(video=0)).to_ndarray(format="rgb24")
-    except (OSError, StopIteration, av.error.FFmpegError) as err:
+            for i, frame in enumerate(container.decode(video=0)):
+                if i in wanted:
+                    out[i] = frame.to_ndarray(format="rgb24")
+                if i >= max(wanted):
+                    break
+    except (OSError, av.error.FFmpegError) as err:
         raise RobosafeError(f"{video}: cannot decode a frame ({err})") from None
-    return ClipImage(0, "topdown", "top-down map", "topdown", "image/png", _png(frame))
+    return [out.get(i) for i in wanted]
+
+
+def _video_length(video: Path) -> int:
+    import av
+
+    with av.open(str(video)) as container:
+        stream = container.streams.video[0]
+        return int(stream.frames or sum(1 for _ in container.decode(video=0)))
+
+
+TOPDOWN_PX, _ROBOT_RGB, _HUMAN_RGB = 256, (220, 40, 40), (40, 70, 220)
+
+
+def _clip_topdown(ep: Path, frames: list[int]) -> ClipImage:
+    from PIL import Image, ImageDraw
+
+    from robosafe.grounding.dataset import read_positions
+
+    robot, human = read_positions(ep)
+    lo, hi = min(frames), max(frames)
+    if hi >= len(robot):
+        raise RobosafeError(f"{ep / 'trajectory.json'}: the clip's frame {hi} is past the "
+                            f"episode's {len(robot)} steps")
+    paths = [robot[lo:hi + 1][:, [0, 2]], human[lo:hi + 1][:, [0, 2]]]  # x right, z down
+    pts = np.concatenate(paths)
+    centre = (pts.min(axis=0) + pts.max(axis=0)) / 2
+    span = max(4.0, float(np.ptp(pts, axis=0).max()) + 2.0)  # metres shown, >= 4 m
+    scale = TOPDOWN_PX / span
+
+    def px(p: np.ndarray) -> tuple[float, float]:
+        x, z = (p - centre) * scale + TOPDOWN_PX / 2
+        return float(x), float(z)
+
+    img = Image.new("RGB", (TOPDOWN_PX, TOPDOWN_PX), (245, 245, 240))
+    draw = ImageDraw.Draw(img)
+    for k in range(-int(span), int(span) + 1):  # 1 m grid
+        for axis in (0, 1):
+            c = (np.floor(centre[axis]) + k - centre[axis]) * scale + TOPDOWN_PX / 2
+            line = [(c, 0), (c, TOPDOWN_PX)] if axis == 0 else [(0, c), (TOPDOWN_PX, c)]
+            draw.line(line, fill=(220, 220, 215))
+    for path, colour in zip(paths, (_ROBOT_RGB, _HUMAN_RGB), strict=True):
+        draw.line([px(p) for p in path], fill=colour, width=2)
+        for t, f in enumerate(frames, 1):
+            x, z = px(path[f - lo])
+            draw.ellipse([x - 4, z - 4, x + 4, z + 4], fill=colour)
+            draw.text((x + 5, z - 5), str(t), fill=(0, 0, 0))
+    draw.line([(8, TOPDOWN_PX - 10), (8 + scale, TOPDOWN_PX - 10)], fill=(0, 0, 0), width=2)
+    draw.text((10, TOPDOWN_PX - 24), "1 m", fill=(0, 0, 0))
+    picture = np.asarray(img)
+    video = ep / "topdown.mp4"
+    if video.is_file() and _synchronised(video, len(robot)):
+        (frame,) = _video_frames(video, [hi])
+        if frame is not None:
+            side = np.asarray(Image.fromarray(frame).resize((TOPDOWN_PX, TOPDOWN_PX)))
+            picture = np.concatenate([side, picture], axis=1)
+    return ClipImage(0, "topdown", "top-down map", "topdown", "image/png", _png(picture))
+
+
+def _synchronised(video: Path, n_steps: int) -> bool:
+    """Whether the video has one frame per step. Without PyAV the map alone is the picture."""
+    try:
+        import av
+    except ImportError:
+        return False
+    try:
+        return _video_length(video) == n_steps
+    except (OSError, av.error.FFmpegError, IndexError) as err:
+        raise RobosafeError(f"{video}: cannot decode a frame ({err})") from None
 
 
 def depth_to_gray(depth_m: np.ndarray) -> np.ndarray:

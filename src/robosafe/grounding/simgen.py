@@ -1,0 +1,701 @@
+"""TouchSafeBench-style episodes from MuJoCo (paper 003, Sec. 3 and App. E).
+
+Paper 003 records a Spot-like mobile manipulator and a Habitat 3.0 humanoid in HSSD scenes.
+This generator builds the same co-presence situation in MuJoCo (the ``sim`` extra's
+``mujoco`` bindings, no robosuite) and writes it through :func:`dataset.write_episode`, so
+``robosafe grounding index`` reads it like any App. E dataset.
+
+* **Scene**: a seeded procedural room (four walls, one with a doorway) with 3-6 pieces of
+  furniture along the walls (``data/furniture.yaml``) and 3-6 free YCB-named objects.
+* **Robot**: a primitive mobile manipulator (cylindrical wheeled base, mast, two-link arm,
+  gripper, arm camera on the gripper). Not a Menagerie model: the ``mujoco-menagerie`` package
+  is not installed here and its mobile manipulators need meshes and a controller; the base's
+  0.3 m radius and the 0.55 m forward reach are Spot-like.
+* **Humanoid**: a capsule body (torso, head, two arms, two legs swinging with the walked
+  distance) with a head camera, kinematically walking seeded waypoints at ~1.1 m/s.
+* **Cameras**: arm, head, a follow camera per agent (behind and above it, kept inside the
+  room, looking at it) and a fixed overhead camera for ``topdown.mp4``; all 90 degrees FOV.
+* **Behaviour**: both agents are kinematic (poses set per step, then ``mj_forward``). The
+  robot follows the human's path at 1-2 m (social_navigation) or drives object pick/place
+  routes between furniture (social_rearrangement). Seeded events bend its path: an approach
+  onto the human (the episode's human collision), close passes at 1.0-1.4 m (near misses) and
+  bumps into the nearest wall or furniture (scene contacts); pushed floor objects move.
+* **Labels come from MuJoCo contacts**, classified by the root body of each geom: robot-human
+  -> ``did_collide_human`` (the episode ends at the first one, App. F.3), robot-static (walls,
+  furniture; the floor is visual only) -> ``robot_scene_colls``, robot-free object (not the
+  carried one) -> ``robot_obj_colls``; the per-step values are contact counts.
+* **Frames**: MuJoCo z-up is written in Habitat's y-up frame, ``(x, y, z)_habitat = (x, z,
+  -y)_mujoco``; cameras look down -z with y up in both, so a camera's rotation is the same
+  change of basis applied to ``cam_xmat``. Depth is MuJoCo's z-buffer distance along the
+  optical axis in metres (as Habitat's depth sensor). ``visibility.json`` holds, per view and
+  frame, whether any humanoid / robot geom is in the segmentation render.
+
+Rendering uses :func:`robosafe.sim.render.ensure_gl_backend`: EGL when it works (a GPU's EGL
+when one is present, Mesa's software EGL otherwise), else OSMesa; shadows and reflections off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robosafe.grounding.dataset import (
+    HUMAN_TYPES,
+    SIM_TASKS,
+    VIEWS,
+    EpisodeRecord,
+    write_dataset_info,
+    write_episode,
+)
+from robosafe.grounding.synthetic import (
+    YCB_OBJECTS,
+    _smooth_noise,  # the same seeded smooth noise
+)
+
+DT = 1.0 / 30.0  # Habitat's 30 Hz (App. E)
+ROBOT_RADIUS_M, HUMAN_SPEED_M_S, ROBOT_SPEED_M_S = 0.30, 1.1, 0.8
+WALL_HEIGHT_M, WALL_HALF_THICK_M = 2.4, 0.05
+# geom contact bits: static 1, robot 2, human 4, objects 8. The robot collides with everything;
+# nothing else collides with anything (the other bodies are posed, not simulated).
+_BITS = {"static": (1, 0), "robot": (2, 1 | 4 | 8), "human": (4, 2), "object": (8, 2)}
+_HUMAN_COLOURS = {"female_2": (0.75, 0.20, 0.25), "male_2": (0.20, 0.55, 0.30),
+                  "neutral_0": (0.50, 0.50, 0.55)}
+_C = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])  # MuJoCo z-up -> y-up
+_CAM = {"arm": "arm", "head": "head", "third_robot": "third_robot",
+        "third_human": "third_human"}
+_STOW, _REACH = (-1.0, 1.6), (0.3, 1.2)  # shoulder, elbow (rad)
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Episode count, size and event rates. Rates are per episode."""
+
+    episodes: int = 6
+    seed: int = 0
+    sim_tasks: tuple[str, ...] = SIM_TASKS
+    image_size: int = 128
+    max_steps: int = 600
+    p_human_collision: float = 0.7  # paper: 73.4 % of episodes (App. F.1)
+    near_misses: float = 1.0  # Poisson mean
+    scene_bumps: float = 1.2  # Poisson mean
+    max_depth_m: float = 10.0
+    shadows: bool = False  # shadows and reflections (MuJoCo's default on; 10x slower on CPU)
+
+
+@dataclass
+class Room:
+    size: np.ndarray  # (2,) x, y extent; the room spans [0, size]
+    boxes: list[tuple[str, np.ndarray, np.ndarray, tuple[float, ...]]]  # name, centre, half
+    door: tuple[float, float]  # doorway span on the south wall (y = 0)
+    objects: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    interior: tuple[np.ndarray, np.ndarray] = (np.zeros(2), np.zeros(2))
+
+
+@cache
+def furniture_kinds() -> dict[str, dict[str, Any]]:
+    import yaml
+
+    text = resources.files("robosafe.grounding").joinpath("data/furniture.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def build_room(rng: np.random.Generator) -> Room:
+    """Walls with a doorway and furniture against them, no two pieces overlapping."""
+    size = rng.uniform(6.0, 9.0, size=2)
+    door_at = rng.uniform(1.0, size[0] - 2.0)
+    door = (door_at, door_at + 1.0)
+    t, h = WALL_HALF_THICK_M, WALL_HEIGHT_M / 2
+    grey = (0.82, 0.80, 0.76)
+    boxes = [("wall_south_a", np.array([door[0] / 2, -t, h]), np.array([door[0] / 2, t, h]),
+              grey),
+             ("wall_south_b", np.array([(door[1] + size[0]) / 2, -t, h]),
+              np.array([(size[0] - door[1]) / 2, t, h]), grey),
+             ("wall_north", np.array([size[0] / 2, size[1] + t, h]),
+              np.array([size[0] / 2 + 2 * t, t, h]), grey),
+             ("wall_west", np.array([-t, size[1] / 2, h]), np.array([t, size[1] / 2, h]), grey),
+             ("wall_east", np.array([size[0] + t, size[1] / 2, h]),
+              np.array([t, size[1] / 2, h]), grey)]
+    kinds = furniture_kinds()
+    names = sorted(kinds)
+    placed: list[tuple[np.ndarray, np.ndarray]] = []
+    for i in range(int(rng.integers(3, 7))):
+        kind = names[int(rng.integers(len(names)))]
+        length, depth, height = kinds[kind]["size"]
+        for _ in range(20):
+            side = int(rng.integers(4))  # 0 south, 1 north, 2 west, 3 east
+            along = size[0] if side < 2 else size[1]
+            a = rng.uniform(length / 2 + 0.1, along - length / 2 - 0.1)
+            if side == 0 and door[0] - length / 2 - 0.6 < a < door[1] + length / 2 + 0.6:
+                continue  # keep the doorway free
+            off = depth / 2 + 0.02
+            centre = {0: (a, off), 1: (a, size[1] - off), 2: (off, a),
+                      3: (size[0] - off, a)}[side]
+            half = np.array([length / 2, depth / 2] if side < 2 else [depth / 2, length / 2])
+            c = np.array(centre)
+            if all(np.any(np.abs(c - pc) > half + ph + 0.3) for pc, ph in placed):
+                placed.append((c, half))
+                boxes.append((f"furniture_{i}_{kind}", np.array([*c, height / 2]),
+                              np.array([*half, height / 2]), tuple(kinds[kind]["colour"])))
+                break
+    margin = 0.9 + 0.5  # deepest furniture + clearance
+    room = Room(size=size, boxes=boxes, door=door,
+                interior=(np.full(2, margin), size - margin))
+    lo, hi = room.interior
+    for name in sorted(rng.choice(YCB_OBJECTS, size=int(rng.integers(3, 7)), replace=False)):
+        # on the floor between the walked interior and the furniture
+        p = rng.uniform(lo, hi)
+        side = int(rng.integers(4))
+        p[side // 2] = (lo if side % 2 == 0 else hi)[side // 2] + (0.35 if side % 2 else -0.35)
+        room.objects.append((str(name), p))
+    return room
+
+
+def _geom(name: str, role: str, extra: str, rgba: tuple[float, ...]) -> str:
+    ct, ca = _BITS[role]
+    colour = " ".join(f"{c:.3f}" for c in (*rgba[:3], 1.0))
+    return (f'<geom name="{name}" {extra} contype="{ct}" conaffinity="{ca}" '
+            f'rgba="{colour}"/>')
+
+
+def _vec(v: Any) -> str:
+    return " ".join(f"{float(x):.4f}" for x in v)
+
+
+def build_mjcf(room: Room, human_type: str) -> str:
+    """The MJCF of one episode's world (see the module docstring)."""
+    w, d = room.size
+    skin, shirt = (0.85, 0.70, 0.55), _HUMAN_COLOURS.get(human_type, (0.4, 0.4, 0.4))
+    orange, dark = (0.90, 0.50, 0.10), (0.15, 0.15, 0.15)
+    static = "".join(_geom(n, "static", f'type="box" pos="{_vec(c)}" size="{_vec(h)}"', rgba)
+                     for n, c, h, rgba in room.boxes)
+    objects = "".join(
+        f'<body name="obj_{n}" pos="{_vec(p)} 0.06"><freejoint name="obj_{n}"/>'
+        + _geom(f"obj_{n}", "object", 'type="box" size="0.05 0.05 0.06"', (0.9, 0.8, 0.1))
+        + "</body>" for n, p in room.objects)
+    cam_tilt = "0 -1 0 {:.4f} 0 {:.4f}"  # camera looking along body +x, pitched down
+    top = max(w, d) / 2 + 0.6  # the whole room inside the overhead camera's 90 degrees
+    limbs = "".join(
+        f'<body name="human_{s}arm" pos="0 {y} 0.42"><joint name="human_{s}sh" type="hinge" '
+        f'axis="0 1 0"/>' + _geom(f"human_{s}arm", "human",
+                                   'type="capsule" fromto="0 0 0 0 0 -0.55" size="0.05"', skin)
+        + f'</body><body name="human_{s}leg" pos="0 {y / 2} 0"><joint name="human_{s}hip" '
+        f'type="hinge" axis="0 1 0"/>' + _geom(f"human_{s}leg", "human",
+                                               'type="capsule" fromto="0 0 0 0 0 -0.8" '
+                                               'size="0.07"', dark) + "</body>"
+        for s, y in (("l", 0.21), ("r", -0.21)))
+    return f"""<mujoco model="touchsafe_room">
+  <visual><global offwidth="640" offheight="640"/>
+    <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5"/><map znear="0.02"/></visual>
+  <asset><texture name="grid" type="2d" builtin="checker" rgb1=".78 .76 .72"
+    rgb2=".68 .66 .62" width="64" height="64"/>
+    <material name="floor" texture="grid" texrepeat="{w:.1f} {d:.1f}"/></asset>
+  <worldbody>
+    <light directional="true" pos="0 0 6" dir="0.3 0.2 -1"/>
+    <geom name="floor" type="plane" pos="{w / 2:.3f} {d / 2:.3f} 0" size="{w / 2 + 3:.3f}
+      {d / 2 + 3:.3f} 0.1" material="floor" contype="0" conaffinity="0"/>
+    {static}
+    <camera name="overhead" pos="{w / 2:.3f} {d / 2:.3f} {top:.3f}" fovy="90"
+      xyaxes="1 0 0 0 1 0"/>
+    <camera name="third_robot" mode="targetbody" target="robot_torso" pos="0 0 2" fovy="90"/>
+    <camera name="third_human" mode="targetbody" target="human" pos="0 0 2" fovy="90"/>
+    <body name="robot">
+      <joint name="robot_x" type="slide" axis="1 0 0"/>
+      <joint name="robot_y" type="slide" axis="0 1 0"/>
+      <joint name="robot_yaw" type="hinge" axis="0 0 1"/>
+      {_geom("robot_base", "robot", f'type="cylinder" pos="0 0 0.25" size="{ROBOT_RADIUS_M} 0.17"',
+             orange)}
+      {_geom("robot_wheel_l", "robot", 'type="cylinder" pos="0 0.24 0.1" size="0.1 0.03" '
+             'euler="90 0 0"', dark)}
+      {_geom("robot_wheel_r", "robot", 'type="cylinder" pos="0 -0.24 0.1" size="0.1 0.03" '
+             'euler="90 0 0"', dark)}
+      <body name="robot_torso" pos="0 0 0.42">
+        {_geom("robot_mast", "robot", 'type="capsule" fromto="0 0 0 0 0 0.5" size="0.06"',
+               dark)}
+        <body name="robot_upper" pos="0.05 0 0.5">
+          <joint name="robot_shoulder" type="hinge" axis="0 1 0"/>
+          {_geom("robot_upper", "robot", 'type="capsule" fromto="0 0 0 0.35 0 0" size="0.045"',
+                 orange)}
+          <body name="robot_fore" pos="0.35 0 0">
+            <joint name="robot_elbow" type="hinge" axis="0 1 0"/>
+            {_geom("robot_fore", "robot", 'type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"',
+                   orange)}
+            <body name="robot_hand" pos="0.3 0 0">
+              <!-- a capsule, not a box: box-box pairs (hand vs held box object) can return
+                   more contacts than MuJoCo allows per pair, a fatal error -->
+              {_geom("robot_hand", "robot", 'type="capsule" fromto="0 -0.04 0 0 0.04 0" '
+                     'size="0.035"', dark)}
+              <site name="grip" pos="0.1 0 -0.02"/>
+              <camera name="arm" pos="0.05 0 0.05" fovy="90" xyaxes="{cam_tilt.format(0, 1)}"/>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+    <body name="human" pos="0 0 0.9">
+      <joint name="human_x" type="slide" axis="1 0 0"/>
+      <joint name="human_y" type="slide" axis="0 1 0"/>
+      <joint name="human_yaw" type="hinge" axis="0 0 1"/>
+      {_geom("human_torso", "human", 'type="capsule" fromto="0 0 0 0 0 0.45" size="0.15"',
+             shirt)}
+      {_geom("human_head", "human", 'type="sphere" pos="0 0 0.68" size="0.11"', skin)}
+      <camera name="head" pos="0.13 0 0.7" fovy="90"
+        xyaxes="{cam_tilt.format(np.sin(0.15), np.cos(0.15))}"/>
+      {limbs}
+    </body>
+    {objects}
+  </worldbody>
+</mujoco>"""
+
+
+# ----------------------------------------------------------------------------- behaviour
+
+
+def _waypoints(rng: np.random.Generator, room: Room, length: float,
+               start: np.ndarray | None = None) -> np.ndarray:
+    """Random points of the furniture-free interior (convex, so the straight legs stay in it)
+    until the path is at least ``length`` long."""
+    lo, hi = room.interior
+    pts = [rng.uniform(lo, hi) if start is None else start]
+    total = 0.0
+    while total < length:
+        nxt = rng.uniform(lo, hi)
+        if np.linalg.norm(nxt - pts[-1]) < 1.0:
+            continue
+        total += float(np.linalg.norm(nxt - pts[-1]))
+        pts.append(nxt)
+    return np.array(pts)
+
+
+def _along(points: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Positions at arc lengths ``s`` along a polyline."""
+    cum = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(points, axis=0), axis=1))])
+    return np.stack([np.interp(s, cum, points[:, 0]), np.interp(s, cum, points[:, 1])], axis=1)
+
+
+def _walked(rng: np.random.Generator, n: int, speed: float) -> np.ndarray:
+    """Arc length walked per step, with seeded speed changes and pauses."""
+    v = np.clip(speed * (1 + 0.2 * _smooth_noise(rng, n, 90)), 0.2, 1.6)
+    for _ in range(rng.poisson(n / 400)):
+        a = int(rng.integers(0, n))
+        v[a:a + int(rng.integers(15, 45))] = 0.0
+    return np.concatenate([[0.0], np.cumsum(v[:-1] * DT)])
+
+
+def _heading(xy: np.ndarray, initial: float = 0.0) -> np.ndarray:
+    """Yaw of the direction of motion (MuJoCo: about +z, 0 = +x), held while still."""
+    v = np.gradient(xy, axis=0) if len(xy) > 1 else np.zeros_like(xy)
+    moving = np.hypot(v[:, 0], v[:, 1]) > 1e-4
+    yaw = np.where(moving, np.arctan2(v[:, 1], v[:, 0]), np.nan)
+    if not moving.any():
+        return np.full(len(xy), initial)
+    yaw[0] = yaw[0] if moving[0] else yaw[np.argmax(moving)]
+    idx = np.maximum.accumulate(np.where(moving, np.arange(len(xy)), 0))
+    return np.unwrap(yaw[idx])
+
+
+def _bump(n: int, t0: int, up: int, hold: int, down: int) -> np.ndarray:
+    """Weight 0 -> 1 (smoothstep over ``up``), held, -> 0 over ``down`` steps."""
+    t = np.arange(n, dtype=float)
+
+    def ramp(x: np.ndarray) -> np.ndarray:
+        x = np.clip(x, 0.0, 1.0)
+        return x * x * (3 - 2 * x)
+
+    return ramp((t - t0) / up) * (1 - ramp((t - t0 - up - hold) / down))
+
+
+def _nearest_static(room: Room, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Closest point of any wall / furniture footprint to ``p`` and the outward normal there."""
+    best = None
+    for _, c, h, _ in room.boxes:
+        q = np.clip(p, c[:2] - h[:2], c[:2] + h[:2])
+        dist = float(np.linalg.norm(p - q))
+        if best is None or dist < best[0]:
+            best = (dist, q)
+    dist, q = best
+    normal = (p - q) / dist if dist > 1e-6 else np.array([0.0, 1.0])
+    return q, normal
+
+
+@dataclass
+class Plan:
+    """Kinematic poses per step (MuJoCo frame) before physics decides where the episode ends."""
+
+    robot: np.ndarray  # (n, 2)
+    human: np.ndarray  # (n, 2)
+    arm: np.ndarray  # (n, 2) shoulder, elbow
+    carried: list[str | None]  # object held at each step
+    placed: dict[int, tuple[str, np.ndarray]]  # step -> object put down at a point
+    events: list[tuple[str, int]]  # (kind, step of the event's peak)
+
+
+def plan_episode(rng: np.random.Generator, room: Room, task: str, n: int,
+                 config: GenerateConfig) -> Plan:
+    """Human walk, robot base path and the seeded events (module docstring)."""
+    carried: list[str | None] = [None] * n
+    placed: dict[int, tuple[str, np.ndarray]] = {}
+    arm = np.tile(_STOW, (n, 1))
+    if task == "social_navigation":
+        follow = rng.uniform(1.5, 2.2)
+        walked = _walked(rng, n, HUMAN_SPEED_M_S)
+        path = _waypoints(rng, room, follow + walked[-1] + 1.0)
+        human = _along(path, follow + walked)
+        gap = np.clip(follow + 0.3 * _smooth_noise(rng, n, 120), 1.3, 2.6)
+        robot = _along(path, np.maximum.accumulate(np.maximum(follow + walked - gap, 0.0)))
+    else:
+        walked = _walked(rng, n, HUMAN_SPEED_M_S)
+        human = _along(_waypoints(rng, room, walked[-1] + 1.0), walked)
+        robot, arm, carried, placed = _rearrangement_route(rng, room, human, n)
+    human = _step_aside(human, robot)
+    events: list[tuple[str, int]] = []
+    base = robot.copy()
+    t = int(rng.integers(40, 90))
+    kinds = ["near_miss"] * int(rng.poisson(config.near_misses)) + \
+        ["scene"] * int(rng.poisson(config.scene_bumps))
+    rng.shuffle(kinds)
+    collide = rng.random() < config.p_human_collision
+    for kind in [*kinds, *(["collision"] if collide else [])]:
+        up, hold, down = int(rng.integers(25, 45)), int(rng.integers(10, 25)), 35
+        if kind == "collision":
+            t = max(t, int(rng.uniform(0.35, 0.9) * n))
+        if t + up + hold + down >= n:
+            break
+        w = _bump(n, t, up, hold, down)[:, None]
+        peak = t + up
+        if kind == "collision":
+            target = human
+        elif kind == "near_miss":
+            away = base[peak] - human[peak]
+            away = away / max(np.linalg.norm(away), 1e-6)
+            target = human + away * rng.uniform(1.0, 1.4)
+        else:
+            q, normal = _nearest_static(room, base[peak])
+            target = np.tile(q + normal * (ROBOT_RADIUS_M - 0.08), (n, 1))
+        robot = robot + w * (target - robot)
+        events.append((kind, peak))
+        t = t + up + hold + down + int(rng.integers(60, 140))
+    return Plan(robot=robot, human=human, arm=arm, carried=carried, placed=placed,
+                events=events)
+
+
+def _step_aside(human: np.ndarray, robot: np.ndarray, keep_m: float = 1.3) -> np.ndarray:
+    """The humanoid keeps ``keep_m`` from the robot's planned path (a social-force push), so
+    contacts come from the robot's seeded events, not from the human walking into it."""
+    away = human - robot
+    d = np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-6)
+    push = np.clip(keep_m - d, 0.0, None) * away / d
+    k = 15  # smooth the push over half a second so the walk stays continuous
+    pad = np.pad(push, ((k, k), (0, 0)), mode="edge")
+    kernel = np.ones(2 * k + 1) / (2 * k + 1)
+    smooth = np.stack([np.convolve(pad[:, i], kernel, mode="valid") for i in range(2)], axis=1)
+    return human + smooth
+
+
+def _rearrangement_route(rng: np.random.Generator, room: Room, human: np.ndarray, n: int):
+    """Robot drives to an object, picks it (arm reaches, 1 s), carries it to a furniture front
+    and places it; repeated for up to two targets, then roams."""
+    furniture = [(c, h) for name, c, h, _ in room.boxes if name.startswith("furniture")]
+    lo, hi = room.interior
+    stops: list[tuple[np.ndarray, str, str | None]] = []
+    centre = room.size / 2
+    for name, pos in room.objects[:2]:
+        toward = (centre - pos) / max(float(np.linalg.norm(centre - pos)), 1e-6)
+        stops.append((pos + 0.55 * toward, "pick", name))
+        # the goal: the walkable point nearest a random piece of furniture (placing on it)
+        c = furniture[int(rng.integers(len(furniture)))][0] if furniture else rng.uniform(lo, hi)
+        goal = np.clip(c[:2], lo, hi)
+        stops.append((goal, "place", name))
+    start = rng.uniform(lo, hi)
+    for _ in range(50):  # start away from the human
+        if np.linalg.norm(start - human[0]) > 2.0:
+            break
+        start = rng.uniform(lo, hi)
+    robot = np.zeros((n, 2))
+    arm = np.tile(_STOW, (n, 1))
+    carried: list[str | None] = [None] * n
+    placed: dict[int, tuple[str, np.ndarray]] = {}
+    pos, t, holding = start, 0, None
+    for goal, action, name in stops + [(rng.uniform(lo, hi), "roam", None)] * 20:
+        dist = float(np.linalg.norm(goal - pos))
+        k = max(1, int(dist / ROBOT_SPEED_M_S / DT))
+        seg = pos + np.outer(np.linspace(0, 1, k + 1)[1:], goal - pos)
+        robot[t:t + k] = seg[:max(0, min(k, n - t))]
+        for i in range(t, min(t + k, n)):
+            carried[i] = holding
+        t += k
+        pos = goal
+        if t >= n:
+            break
+        pause = 30 if action in ("pick", "place") else int(rng.integers(0, 30))
+        w = np.sin(np.linspace(0, np.pi, pause))[:, None] if pause else np.zeros((0, 1))
+        end = min(t + pause, n)
+        robot[t:end] = pos
+        arm[t:end] = (np.array(_STOW) + w * (np.array(_REACH) - np.array(_STOW)))[:end - t]
+        if action == "pick":
+            holding = name
+            for i in range(t + pause // 2, end):
+                carried[i] = holding
+        elif action == "place":
+            for i in range(t, min(t + pause // 2, n)):
+                carried[i] = holding
+            placed[min(t + pause // 2, n - 1)] = (str(name), pos.copy())
+            holding = None
+        t = end
+        if t >= n:
+            break
+    return robot, arm, carried, placed
+
+
+# ----------------------------------------------------------------------------- simulation
+
+
+def _to_habitat(p: np.ndarray) -> np.ndarray:
+    return np.asarray(p, dtype=float) @ _C.T
+
+
+class Episode:
+    """One episode's MuJoCo world, replayable at any step (the renderer restores states)."""
+
+    def __init__(self, room: Room, human_type: str, plan: Plan):
+        import mujoco
+
+        self.mujoco = mujoco
+        self.room, self.plan = room, plan
+        self.model = mujoco.MjModel.from_xml_string(build_mjcf(room, human_type))
+        self.data = mujoco.MjData(self.model)
+        m = self.model
+        self.root_role = {}
+        for g in range(m.ngeom):
+            root = int(m.body_rootid[m.geom_bodyid[g]])
+            name = m.body(root).name
+            self.root_role[g] = ("static" if root == 0 else "robot" if name == "robot" else
+                                 "human" if name == "human" else "object")
+        self.human_geoms = np.array([g for g, r in self.root_role.items() if r == "human"])
+        self.robot_geoms = np.array([g for g, r in self.root_role.items() if r == "robot"])
+        self.qpos: list[np.ndarray] = []
+        self.cam_pos: list[np.ndarray] = []
+
+    def _adr(self, joint: str) -> int:
+        return int(self.model.joint(joint).qposadr[0])
+
+    def pose(self, t: int, yaw_r: float, yaw_h: float, gait: float) -> None:
+        """Set the kinematic state of step ``t`` (objects keep their current pose)."""
+        q, p = self.data.qpos, self.plan
+        q[self._adr("robot_x"):self._adr("robot_x") + 2] = p.robot[t]
+        q[self._adr("robot_yaw")] = yaw_r
+        q[self._adr("robot_shoulder")], q[self._adr("robot_elbow")] = p.arm[t]
+        q[self._adr("human_x"):self._adr("human_x") + 2] = p.human[t]
+        q[self._adr("human_yaw")] = yaw_h
+        swing = 0.35 * np.sin(gait)
+        for joint, sign in (("human_lhip", 1), ("human_rhip", -1), ("human_lsh", -1),
+                            ("human_rsh", 1)):
+            q[self._adr(joint)] = sign * swing
+        self.mujoco.mj_kinematics(self.model, self.data)
+        if p.carried[t] is not None:  # the held object hangs from the gripper site
+            a = self._adr(f"obj_{p.carried[t]}")
+            q[a:a + 3] = self.data.site("grip").xpos
+            q[a + 3:a + 7] = (1.0, 0.0, 0.0, 0.0)
+        if t in p.placed:
+            name, at = p.placed[t]
+            a = self._adr(f"obj_{name}")
+            q[a:a + 3] = (*at, 0.06)
+        for cam, agent, yaw in (("third_robot", p.robot[t], yaw_r),
+                                ("third_human", p.human[t], yaw_h)):
+            behind = agent - 1.6 * np.array([np.cos(yaw), np.sin(yaw)])
+            self.model.cam(cam).pos[:] = (*np.clip(behind, 0.2, self.room.size - 0.2), 1.8)
+        self.mujoco.mj_forward(self.model, self.data)
+
+    def contacts(self, carried: str | None) -> tuple[int, int, int]:
+        """(robot-human, robot-static, robot-object) contact counts of the current state."""
+        counts = {"human": 0, "static": 0, "object": 0}
+        held = self.model.body(f"obj_{carried}").id if carried else -1
+        m = self.model
+        for c in self.data.contact[:self.data.ncon]:
+            roles = (self.root_role[c.geom1], self.root_role[c.geom2])
+            if "robot" not in roles:
+                continue
+            other = c.geom2 if roles[0] == "robot" else c.geom1
+            role = self.root_role[other]
+            if role == "object" and m.body_rootid[m.geom_bodyid[other]] == held:
+                continue  # the grasp, not a collision
+            if role in counts:
+                counts[role] += 1
+                if role == "object":  # pushed along the contact normal
+                    a = int(m.jnt_qposadr[m.body_jntadr[m.geom_bodyid[other]]])
+                    sign = 1.0 if other == c.geom2 else -1.0
+                    self.data.qpos[a:a + 2] += sign * c.frame[:2] * max(-c.dist, 0.0)
+        return counts["human"], counts["static"], counts["object"]
+
+    def save(self) -> None:
+        self.qpos.append(self.data.qpos.copy())
+        self.cam_pos.append(self.model.cam_pos.copy())
+
+    def restore(self, t: int) -> None:
+        self.data.qpos[:] = self.qpos[t]
+        self.model.cam_pos[:] = self.cam_pos[t]
+        self.mujoco.mj_forward(self.model, self.data)
+
+    def camera_pose(self, cam: str) -> tuple[np.ndarray, np.ndarray]:
+        """Habitat-frame position and wxyz quaternion of a camera in the current state."""
+        c = self.data.cam(cam)
+        rot = _C @ c.xmat.reshape(3, 3)
+        quat = np.zeros(4)
+        self.mujoco.mju_mat2Quat(quat, rot.reshape(-1))
+        return _to_habitat(c.xpos), quat
+
+
+def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_id: str,
+             episode_id: int, config: GenerateConfig) -> tuple[EpisodeRecord, Episode]:
+    """Run one episode; the record's labels are the simulator's contacts, and it ends at the
+    first robot-human contact."""
+    room = build_room(rng)
+    n = config.max_steps
+    plan = plan_episode(rng, room, sim_task, n, config)
+    ep = Episode(room, human_type, plan)
+    yaw_r, yaw_h = _heading(plan.robot), _heading(plan.human)
+    gait = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(plan.human, axis=0),
+                                                           axis=1))]) * (2 * np.pi / 1.4)
+    robot_pos, human_pos, cams = [], [], {v: ([], []) for v in VIEWS}
+    hum, scene, obj = [], [], []
+    for t in range(n):
+        ep.pose(t, yaw_r[t], yaw_h[t], gait[t])
+        ep.save()
+        h, s, o = ep.contacts(plan.carried[t])
+        hum.append(h > 0)
+        scene.append(s)
+        obj.append(o)
+        robot_pos.append(_to_habitat([*plan.robot[t], 0.3]))
+        human_pos.append(_to_habitat(ep.data.body("human").xpos))
+        for v in VIEWS:
+            p, q = ep.camera_pose(_CAM[v])
+            cams[v][0].append(p)
+            cams[v][1].append(q)
+        if h:
+            break
+    targets = [name for name, _ in room.objects][:2] if sim_task == "social_rearrangement" \
+        else []
+    record = EpisodeRecord(
+        human_type=human_type, sim_task=sim_task, scene_id=scene_id, episode_id=episode_id,
+        robot_pos=np.round(np.array(robot_pos), 4), human_pos=np.round(np.array(human_pos), 4),
+        human_collision=np.array(hum, dtype=bool), robot_obj_colls=np.array(obj),
+        robot_scene_colls=np.array(scene),
+        cameras={v: (np.array(p), np.array(q)) for v, (p, q) in cams.items()},
+        rigid_objs=[name for name, _ in room.objects], target_objs=targets,
+        object_labels={f"{o}_:0000": f"goal{i}" for i, o in enumerate(targets)},
+        max_depth_m=config.max_depth_m, image_size=(config.image_size, config.image_size))
+    return record, ep
+
+
+class Renders:
+    """Frame source for :func:`write_episode`: restores each step and renders RGB, depth and a
+    segmentation image (for visibility) with one scene update."""
+
+    def __init__(self, ep: Episode, size: int, shadows: bool = False):
+        import mujoco
+
+        self.ep, self.size, self.shadows = ep, size, int(shadows)
+        self.renderer = mujoco.Renderer(ep.model, size, size)
+        n = len(ep.qpos)
+        self.human_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
+        self.robot_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
+        self._state = -1
+
+    def _scene(self, t: int, camera: str) -> None:
+        mj = self.ep.mujoco
+        if self._state != t:
+            self.ep.restore(t)
+            self._state = t
+        self.renderer.update_scene(self.ep.data, camera=camera)
+        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = self.shadows
+        self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = self.shadows
+
+    def __call__(self, view: str, t: int) -> tuple[np.ndarray, np.ndarray]:
+        mj = self.ep.mujoco
+        self._scene(t, _CAM[view])
+        r = self.renderer
+        rgb = r.render().copy()
+        r.enable_depth_rendering()
+        depth = r.render().copy()
+        r.disable_depth_rendering()
+        r.enable_segmentation_rendering()
+        seg = r.render()
+        r.disable_segmentation_rendering()
+        geoms = seg[..., 0][seg[..., 1] == int(mj.mjtObj.mjOBJ_GEOM)]
+        self.human_visible[view][t] = bool(np.isin(geoms, self.ep.human_geoms).any())
+        self.robot_visible[view][t] = bool(np.isin(geoms, self.ep.robot_geoms).any())
+        return rgb, depth
+
+    def topdown(self, t: int) -> np.ndarray:
+        self._scene(t, "overhead")
+        return self.renderer.render().copy()
+
+    def close(self) -> None:
+        self.renderer.close()
+
+
+def episode_plan(config: GenerateConfig) -> list[tuple[str, str, str, int]]:
+    """(human_type, sim_task, scene_id, episode_id) per episode: appearances and tasks cycle;
+    every episode has its own procedural room."""
+    out = []
+    for i in range(config.episodes):
+        task = config.sim_tasks[i % len(config.sim_tasks)]
+        ht = HUMAN_TYPES[(i // len(config.sim_tasks)) % len(HUMAN_TYPES)]
+        out.append((ht, task, f"{config.seed}{i:04d}", i))
+    return out
+
+
+@dataclass(frozen=True)
+class GenerateSummary:
+    root: Path
+    episodes: int
+    steps: int
+    human_collision_episodes: int
+    scene_collision_episodes: int
+    object_collision_episodes: int
+
+
+def generate(root: str | os.PathLike[str], config: GenerateConfig,
+             progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
+    """Write ``config.episodes`` MuJoCo episodes in the App. E layout under ``root``."""
+    from dataclasses import asdict
+
+    from robosafe.sim.render import ensure_gl_backend
+
+    ensure_gl_backend()
+    root = Path(root)
+    write_dataset_info(root, name="TouchSafeBench (MuJoCo)",
+                       generator="robosafe.grounding.simgen", seed=config.seed,
+                       config={k: list(v) if isinstance(v, tuple) else v
+                               for k, v in asdict(config).items()},
+                       human_types=list(HUMAN_TYPES), tasks=list(config.sim_tasks),
+                       views=list(VIEWS), num_episodes=config.episodes,
+                       frame="habitat y-up: (x, y, z) = (x, z, -y) of MuJoCo")
+    stats = []
+    for i, (ht, task, sid, eid) in enumerate(episode_plan(config)):
+        record, ep = simulate(np.random.default_rng([config.seed, i]), human_type=ht,
+                              sim_task=task, scene_id=sid, episode_id=eid, config=config)
+        frames = Renders(ep, config.image_size, config.shadows)
+        try:
+            out = write_episode(root, record, frames=frames, topdown=frames.topdown)
+        finally:
+            frames.close()
+        (out / "visibility.json").write_text(json.dumps({
+            "human_visible": {v: frames.human_visible[v].astype(int).tolist() for v in VIEWS},
+            "robot_visible": {v: frames.robot_visible[v].astype(int).tolist() for v in VIEWS},
+        }) + "\n", encoding="utf-8")
+        stats.append((record.n_steps, bool(record.human_collision.any()),
+                      bool(record.robot_scene_colls.any()), bool(record.robot_obj_colls.any())))
+        if progress:
+            progress(i + 1, config.episodes)
+    return GenerateSummary(root=root, episodes=len(stats), steps=sum(s[0] for s in stats),
+                           human_collision_episodes=sum(s[1] for s in stats),
+                           scene_collision_episodes=sum(s[2] for s in stats),
+                           object_collision_episodes=sum(s[3] for s in stats))

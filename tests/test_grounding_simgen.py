@@ -1,0 +1,118 @@
+"""`robosafe grounding generate`: MuJoCo episodes whose labels agree with the simulator state,
+read by the unchanged index, sampler and geometric baseline (paper 003, App. E / F)."""
+
+import json
+
+import numpy as np
+import pytest
+from test_cli import run
+
+pytest.importorskip("mujoco")
+pytest.importorskip("av")
+
+from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
+from robosafe.grounding.sampler import sample_clips
+from robosafe.grounding.simgen import GenerateConfig, episode_plan, simulate
+
+CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
+
+
+def _min_distance(ep, geoms_a, geoms_b) -> float:
+    """Smallest signed geom-geom distance from MuJoCo's narrow phase (mj_geomDistance), an
+    independent route from the contact list the labels are built from."""
+    import mujoco
+
+    fromto = np.zeros(6)
+    return min(mujoco.mj_geomDistance(ep.model, ep.data, int(a), int(b), 1.0, fromto)
+               for a in geoms_a for b in geoms_b)
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    from robosafe.sim.render import ensure_gl_backend
+
+    ensure_gl_backend()
+    return [simulate(np.random.default_rng([CONFIG.seed, i]), human_type=ht, sim_task=task,
+                     scene_id=sid, episode_id=eid, config=CONFIG)
+            for i, (ht, task, sid, eid) in enumerate(episode_plan(CONFIG))]
+
+
+def test_labels_agree_with_the_simulator_state(simulated):
+    kinds = {"human": 0, "scene": 0, "far": 0}
+    for record, ep in simulated:
+        static = [g for g, r in ep.root_role.items() if r == "static"]
+        hum = np.flatnonzero(record.human_collision)
+        # human collisions are terminal: at most one, on the last frame
+        assert hum.size == 0 or hum.tolist() == [record.n_steps - 1]
+        for t in hum:
+            ep.restore(int(t))
+            assert _min_distance(ep, ep.robot_geoms, ep.human_geoms) <= 1e-9
+            kinds["human"] += 1
+        for t in np.flatnonzero(record.robot_scene_colls)[:5]:
+            ep.restore(int(t))
+            assert _min_distance(ep, ep.robot_geoms, static) <= 1e-9
+            kinds["scene"] += 1
+        d = planar_distance(record.robot_pos, record.human_pos)
+        for t in np.flatnonzero(d > 1.5)[::25]:  # far apart: bodies separated, no label
+            assert not record.human_collision[t]
+            ep.restore(int(t))
+            assert _min_distance(ep, ep.robot_geoms, ep.human_geoms) > 0.3
+            kinds["far"] += 1
+        # the written root positions are the simulator's (Habitat y-up: x, z, -y)
+        ep.restore(record.n_steps - 1)
+        x, y, _ = ep.data.body("human").xpos
+        assert record.human_pos[-1][[0, 2]] == pytest.approx([x, -y], abs=1e-4)
+    assert kinds["human"] >= 3 and kinds["scene"] >= 1 and kinds["far"] >= 5
+
+
+def test_rearrangement_with_a_held_object_simulates():
+    """Seed 7's second episode holds a box object against the gripper; with a box-shaped
+    hand MuJoCo's narrow phase aborted (9 contacts for one pair)."""
+    config = GenerateConfig(episodes=2, seed=7, max_steps=450, image_size=16)
+    ht, task, sid, eid = episode_plan(config)[1]
+    record, ep = simulate(np.random.default_rng([7, 1]), human_type=ht, sim_task=task,
+                          scene_id=sid, episode_id=eid, config=config)
+    assert task == "social_rearrangement" and record.n_steps > 100
+    assert any(c is not None for c in ep.plan.carried[:record.n_steps])
+
+
+def test_generated_dataset_is_indexed_sampled_and_scored(tmp_path):
+    root = tmp_path / "data"
+    proc = run("grounding", "generate", str(root), "--episodes", "4", "--seed", "1",
+               "--size", "16", "--max-steps", "300", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    idx = index_dataset(root, deep=True, on_error=lambda e: pytest.fail(str(e)))
+    assert len(idx) == 4 and idx.total_steps == summary["steps"]
+    assert sum(e.did_collide_human for e in idx.episodes) == summary["human_collision_episodes"]
+    ep_dir = root / idx.episodes[0].episode_dir
+    vis = json.loads((ep_dir / "visibility.json").read_text())
+    assert set(vis["human_visible"]) == set(VIEWS)
+    assert len(vis["human_visible"]["arm"]) == idx.episodes[0].n_frames
+    # the human is always in the frame of the camera that follows it
+    assert all(vis["human_visible"]["third_human"])
+    import av
+
+    with av.open(str(ep_dir / "topdown.mp4")) as video:
+        assert sum(1 for _ in video.decode(video=0)) == idx.episodes[0].n_frames
+    for task in (1, 2):
+        clips = root.parent / f"t{task}.jsonl"
+        assert run("grounding", "clips", str(root), "--task", str(task), "--out",
+                   str(clips)).returncode == 0
+        labels = {json.loads(line)["label"] for line in clips.read_text().splitlines()}
+        assert labels == {"A", "B", "C"}, (task, labels)
+        sample = sample_clips(idx.episodes, task, seed=0)
+        assert len(sample) == len(clips.read_text().splitlines())
+        answers = root.parent / f"a{task}.jsonl"
+        assert run("grounding", "baseline", str(clips), "--dataset", str(root), "--out",
+                   str(answers)).returncode == 0
+        scored = json.loads(run("grounding", "score", str(answers), "--json").stdout)
+        acc = scored["overall"][f"task{task}"]["accuracy"]
+        assert 0.0 <= acc <= 1.0
+
+
+def test_generate_rejects_bad_options_in_one_line(tmp_path):
+    for args, match in ((("--task", "cooking"), "--task 'cooking'"), (("--size", "33"), "even")):
+        proc = run("grounding", "generate", str(tmp_path / "x"), *args)
+        assert proc.returncode == 2 and match in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
