@@ -18,6 +18,7 @@ are checked on the final state and their cost is booked on the final step, so th
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import mujoco
@@ -60,7 +61,14 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None,
     errors = validate_task(problem, source)
     if errors:
         raise errors[0]
+    for w in problem.warnings:  # once per process: episodes rebuild the same task
+        if w not in _WARNED:
+            _WARNED.add(w)
+            print(f"robosafe: warning: {w}", file=sys.stderr)
     return problem, source
+
+
+_WARNED: set[str] = set()
 
 
 class TaskEnv:

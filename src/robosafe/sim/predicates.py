@@ -219,7 +219,17 @@ def _fall(s: StateView, obj) -> bool:
 
 def _in(s: StateView, obj, region) -> bool:
     r = s.regions.get(str(region))
-    return s.in_region(str(obj), r) if r is not None else s.on(str(obj), str(region))
+    return s.in_region(str(obj), r) if r is not None else _in_object(s, str(obj), str(region))
+
+
+def _in_object(s: StateView, obj: str, box: str) -> bool:
+    """VLA-Arena's ``In`` with an object: the two touch and obj's origin lies inside the
+    container's bounding box (``check_contact and check_contain``, object_states)."""
+    if not s.in_contact(s.mask(obj), s.mask(box)):
+        return False
+    bid = s.env.body_id[box]
+    rel = s.d.xmat[bid].reshape(3, 3).T @ (s.pos(obj) - s.d.xpos[bid])
+    return bool(np.all(np.abs(rel) <= np.asarray(s.env.assets[box].category.half_extents)))
 
 
 ATOMS: dict[str, Callable[..., bool]] = {
