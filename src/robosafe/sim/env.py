@@ -148,6 +148,8 @@ class TaskEnv:
             for owner, part_ids in zip(owners, ids, strict=False):
                 asset = self.arena.assets.get(owner)
                 known = asset.category.parts if asset is not None else {}
+                if asset is not None:
+                    part_ids = asset.category.part_ids(part_ids)
                 bad = [i for i in part_ids if i not in known]
                 if bad:
                     raise TaskError(f"{p.name}: {owner} has no part(s) {bad}; its parts are "

@@ -119,6 +119,8 @@ class StateView:
     # -- entities ---------------------------------------------------------------------------------
     def mask(self, entity, parts=None) -> np.ndarray:
         name = str(entity)
+        if parts is not None and name in self.env.assets:
+            parts = self.env.assets[name].category.part_ids(parts)
         if parts is not None:
             missing = [p for p in parts if (name, int(p)) not in self.part_masks]
             if missing:

@@ -41,6 +41,14 @@ def is_table(category: str) -> bool:
     return category in config()["table"]["categories"]
 
 
+def scene(problem_name: str) -> dict:
+    """The table settings for a problem name: the first ``scenes`` prefix that matches, merged
+    over the default table (``data/world.yaml``)."""
+    cfg = config()
+    hit = next((s for s in cfg.get("scenes", ()) if problem_name.startswith(s["prefix"])), {})
+    return {**cfg["table"], **{k: v for k, v in hit.items() if k != "prefix"}}
+
+
 def _line(node) -> int | None:
     return getattr(getattr(node, "pos", None), "line", None)
 
@@ -54,8 +62,9 @@ class ArenaEnv(ManipulationEnv):
         cfg = config()
         self.problem = problem
         self.source = source
-        self.table_full_size = tuple(cfg["table"]["full_size"])
-        self.table_friction = tuple(cfg["table"]["friction"])
+        self.scene = scene(problem.name)
+        self.table_full_size = tuple(self.scene["full_size"])
+        self.table_friction = tuple(self.scene["friction"])
         self.table_offset = np.array([0.0, 0.0, cfg["table"]["top_z"]])
         self.table_names = {d.name for d in problem.fixtures if is_table(d.category)}
         self.moving = {m.name: m for m in problem.moving_objects}
@@ -77,6 +86,11 @@ class ArenaEnv(ManipulationEnv):
         arena = TableArena(table_full_size=self.table_full_size,
                            table_friction=self.table_friction, table_offset=self.table_offset)
         arena.set_origin([0, 0, 0])
+        if "rgba" in self.scene:  # a scene's own table colour replaces robosuite's texture
+            for geom in arena.worldbody.iter("geom"):
+                if geom.get("name") == "table_visual":
+                    geom.attrib.pop("material", None)
+                    geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
         decls += list(self.problem.objects)
         self.assets = {d.name: make_asset(d.category, d.name,
