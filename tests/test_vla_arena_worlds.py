@@ -13,9 +13,9 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from test_vla_arena_files import FILES, needs_files  # noqa: E402
+from test_vla_arena_files import FILES, needs_files
 
-from robosafe.sim.env import TaskEnv  # noqa: E402
+from robosafe.sim.env import TaskEnv
 
 ALL = os.environ.get("ROBOSAFE_ALL_VLA_ARENA") == "1"
 SAMPLE = FILES if ALL else FILES[::14]  # 13 of 170, every suite represented

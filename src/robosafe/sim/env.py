@@ -72,11 +72,16 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None,
     errors = validate_task(problem, source)
     if errors:
         raise errors[0]
-    for w in problem.warnings:  # once per process: episodes rebuild the same task
+    _warn_once(problem.warnings)
+    return problem, source
+
+
+def _warn_once(lines) -> None:
+    """Print each warning line once per process: episodes rebuild and reset the same task."""
+    for w in lines:
         if w not in _WARNED:
             _WARNED.add(w)
             print(f"robosafe: warning: {w}", file=sys.stderr)
-    return problem, source
 
 
 _WARNED: set[str] = set()
@@ -201,6 +206,7 @@ class TaskEnv:
                             if self.language_level else self.problem.language)
         self.recorder.reset()
         self.recorder.set_cost(0.0)
+        _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         self.view.start_episode()
         self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}

@@ -25,7 +25,7 @@ from robosuite.models.tasks import ManipulationTask
 from robosafe.errors import TaskError
 from robosafe.sim.assets import make_asset
 from robosafe.sim.motion import pose_at, yaw_quat
-from robosafe.sim.placement import Footprint, place_footprint
+from robosafe.sim.placement import Footprint, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
 
 GRIPPER = "gripper0"
@@ -71,6 +71,7 @@ class ArenaEnv(ManipulationEnv):
         self.episode_rng = np.random.default_rng(0)
         self.motion_on = False
         self.frozen: set[str] = set()
+        self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
         self._substep = 0
         self.assets: dict = {}
         super().__init__(robots=robots or cfg["robot"], control_freq=control_freq,
@@ -252,11 +253,28 @@ class ArenaEnv(ManipulationEnv):
             if region.height_ranges:
                 lo, hi = region.height_ranges[0]
                 lift = lo + rng.random() * (hi - lo)
-            fp = place_footprint(name, region.ref if ref else "table", rects, yaws, (hx, hy),
-                                 taken.setdefault(round(floor, 3), []), rng,
-                                 attempts=cfg["attempts"], clearance=cfg["clearance_m"],
-                                 line=_line(atom), source=self.source)
-            taken[round(floor, 3)].append((name, fp))
+            here = taken.setdefault(round(floor, 3), [])
+            args = (name, region.ref if ref else "table", rects, yaws, (hx, hy))
+            kw = {"attempts": cfg["attempts"], "clearance": cfg["clearance_m"],
+                  "line": _line(atom), "source": self.source}
+            try:
+                fp = place_footprint(*args, here, rng, **kw)
+            except TaskError:
+                # VLA-Arena samples objects against objects only (fixtures have their own
+                # sampler), so its files may put an object on a fixture's footprint; robosafe
+                # then rests the object on that fixture's top and says so once.
+                fixtures = {n for n, a in self.assets.items() if a.category.kind == "fixture"}
+                if asset.category.kind == "fixture" or not fixtures & {n for n, _ in here}:
+                    raise
+                fp = place_footprint(*args, [t for t in here if t[0] not in fixtures], rng, **kw)
+                under = [n for n, other in here if n in fixtures and overlap(fp, other)]
+                if under:
+                    floor = max(self.sim.data.body_xpos[self.body_id[n]][2]
+                                + self.assets[n].category.half_extents[2] for n in under)
+                    self.notes.add(f"{name} in region {region.ref} overlaps fixture "
+                                   f"{', '.join(under)}: VLA-Arena does not check objects "
+                                   "against fixtures when placing; robosafe rests it on top")
+            here.append((name, fp))
             pos = np.array([fp.x, fp.y, floor + hz + lift + cfg["drop_m"]])
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)
