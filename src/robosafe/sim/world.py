@@ -37,6 +37,11 @@ def config() -> dict:
                           .read_text(encoding="utf-8"))
 
 
+ROUND_BUILDERS = ("fruit", "lathe", "torus", "container")
+"""Builders whose footprint is a disc of the larger half extent (containers only when round:
+rectangular baskets and boxes keep their rectangle)."""
+
+
 def is_table(category: str) -> bool:
     return category in config()["table"]["categories"]
 
@@ -256,7 +261,9 @@ class ArenaEnv(ManipulationEnv):
             here = taken.setdefault(round(floor, 3), [])
             args = (name, region.ref if ref else "table", rects, yaws, (hx, hy))
             kw = {"attempts": cfg["attempts"], "clearance": cfg["clearance_m"],
-                  "line": _line(atom), "source": self.source}
+                  "line": _line(atom), "source": self.source,
+                  "round": asset.category.builder in ROUND_BUILDERS
+                  and (asset.category.builder != "container" or abs(hx - hy) < 0.01)}
             try:
                 fp = place_footprint(*args, here, rng, **kw)
             except TaskError:
