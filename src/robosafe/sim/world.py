@@ -83,8 +83,8 @@ class ArenaEnv(ManipulationEnv):
                          horizon=horizon, hard_reset=False, ignore_done=True,
                          initialization_noise=None, use_camera_obs=False,
                          has_renderer=False, has_offscreen_renderer=False, **kwargs)
-        if cfg.get("robot_init_qpos") is not None:  # LIBERO / VLA-Arena's start pose
-            self.robots[0].init_qpos = np.asarray(cfg["robot_init_qpos"], dtype=float)
+        if self.scene.get("robot_init_qpos") is not None:  # LIBERO / VLA-Arena's start pose
+            self.robots[0].init_qpos = np.asarray(self.scene["robot_init_qpos"], dtype=float)
 
     # -- model --------------------------------------------------------------------------------
     def _load_model(self):
