@@ -176,3 +176,17 @@ def test_camera_offsets_written_bare_as_vla_arena_parses_them():
     p = parse_task(TASK.format(moving="", extra="(:camera agentview 0.05 0 0 frontview)"))
     assert [(c.name, c.offset) for c in p.camera] == [("agentview", (0.05, 0.0, 0.0)),
                                                       ("frontview", None)]
+
+
+@needs_files
+def test_cli_check_prints_one_warning_line_per_difference_and_exits_0():
+    import subprocess
+    import sys
+
+    path = next(p for p in FILES if "porcelain_bowl_on_the_table_center" in p.name)
+    proc = subprocess.run([sys.executable, "-m", "robosafe", "tasks", "check", str(path)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("robosafe: warning:")]
+    assert len(lines) == 1 and "lists 8 formulas without (And ...)" in lines[0]
+    assert ": ok" in proc.stdout
