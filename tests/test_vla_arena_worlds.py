@@ -54,8 +54,8 @@ COST_AT_REST: dict[str, str] = {
 # Files whose objects cannot all be placed, with the measured reason (asserted as the error).
 CANNOT_PLACE = {
     "robustness_static_distractors/level_2/pick_the_mango_on_the_table_and_place_it_on_the_bowl"
-    ".bddl": "cannot place onion_1",  # its 2 cm region is 6-7 cm from the mango's: with 5 mm
-    # clearance the two fruits fit only when the mango happened to land at the far corner
+    ".bddl": "cannot place onion_1",  # its 2 cm region is 6-7 cm from the mango's; robosafe's
+    # mango (110 mm long, a disc of 55 mm radius when placing) leaves the onion no room
 }
 
 
