@@ -25,7 +25,8 @@ def test_check_examples():
 
 def test_check_reports_line_and_column(tmp_path):
     bad = tmp_path / "bad.bddl"
-    text = EXAMPLES[-1].read_text().replace("(:obj_of_interest", "(:obj_of_interest ghost_1", 1)
+    text = EXAMPLES[-1].read_text().replace("(On ", "(On ghost_1 ", 1).replace(
+        "(On ghost_1 ", "(Up ghost_1) (On ", 1)
     bad.write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "ghost_1" in ln)
     proc = run("tasks", "check", str(bad), str(EXAMPLES[0]))

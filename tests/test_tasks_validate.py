@@ -110,8 +110,10 @@ def test_wrong_argument_kind():
 
 
 def test_object_where_a_region_is_expected_and_vice_versa():
-    one("(On apple_1 plate_1)))", "(In apple_1 plate_1)))", "plate_1)))",
-        "argument 2 of 'In' must be a region (<target>_<region>); 'plate_1' is an object")
+    # VLA-Arena's In takes an object too (check_contact and check_contain of a container).
+    assert errors("(On apple_1 plate_1)))", "(In apple_1 plate_1)))") == []
+    one("(On apple_1 plate_1)))", "(NotIn apple_1 plate_1)))", "plate_1)))",
+        "argument 2 of 'NotIn' must be a region (<target>_<region>); 'plate_1' is an object")
     one("(Fall plate_1)))", "(Fall table_plate_region)))", "table_plate_region)))",
         "argument 1 of 'Fall' must be an object or fixture; 'table_plate_region' is a region")
 
@@ -120,11 +122,32 @@ def test_undefined_object_and_region():
     one("(On apple_1 plate_1)))", "(On apple_2 plate_1)))", "apple_2",
         "undefined object 'apple_2' (argument 1 of 'On')")
     one("(On apple_1 plate_1)))", "(In apple_1 table_bowl_region)))", "table_bowl_region",
-        "undefined region 'table_bowl_region' (argument 2 of 'In')")
+        "undefined object or region 'table_bowl_region' (argument 2 of 'In')")
     one("(On apple_1 plate_1)))", "(On apple_1 nowhere)))", "nowhere",
         "undefined object or region 'nowhere' (argument 2 of 'On')")
-    one("(:obj_of_interest apple_1", "(:obj_of_interest apple_9", "apple_9",
-        "undefined object 'apple_9' in :obj_of_interest")
+    # VLA-Arena stores :obj_of_interest unused: an unknown entry is dropped with a warning.
+    p = parse_task(BASE.replace("(:obj_of_interest apple_1", "(:obj_of_interest apple_9"))
+    assert validate_task(p) == [] and "apple_9" not in p.obj_of_interest
+    assert len(p.warnings) == 1 and "'apple_9' is not declared" in p.warnings[0]
+
+
+def test_region_names_are_per_target_and_a_duplicate_on_one_target_is_the_later_one():
+    two = BASE.replace("(plate_region (:target table)",
+                       "(plate_region (:target plate_1)) (plate_region (:target table)")
+    p = parse_task(two)
+    assert validate_task(p) == [] and p.warnings == ()
+    assert {r.ref for r in p.regions} >= {"plate_1_plate_region", "table_plate_region"}
+    dup = BASE.replace("(plate_region (:target table)",
+                       "(plate_region (:target table) (:ranges ((0 0 1 1)))) "
+                       "(plate_region (:target table)")
+    p = parse_task(dup)
+    assert validate_task(p) == []
+    assert [r.ranges for r in p.regions if r.name == "plate_region"] == [
+        parse_task(BASE).region_index()["table_plate_region"].ranges]
+    (l1, c1), (l2, c2) = where(dup, "plate_region"), where(dup, "plate_region", 2)
+    assert p.warnings == ((f"<text>:{l2}:{c2}: region 'plate_region' on 'table' is defined twice "
+                          f"(first at {l1}:{c1}): VLA-Arena and robosafe both use this later "
+                          "one"),)
 
 
 def test_names_resolve_case_insensitively_with_aliases_gripper_and_bare_regions():
@@ -160,8 +183,6 @@ def test_moving_object_must_be_a_declared_object():
      "duplicate object or fixture name 'apple_1' (first at 8:13)"),
     ("apple_1 plate_1 car_1 - thing", "apple_1 plate_1 car_1 table - thing", "table", 4,
      "duplicate object or fixture name 'table' (first at 7:14)"),
-    ("(plate_region (:target table)",
-     "(plate_region (:target table)) (plate_region (:target table)", "plate_region", 2, "duplicate region name 'plate_region' (first at 5:6)"),
     ("(:camera agentview frontview)", "(:camera agentview frontview agentview)", "agentview", 2,
      "duplicate camera 'agentview'"),
     ("brightness 0.2", "brightness 0.2 brightness 0.3", "brightness", 2,

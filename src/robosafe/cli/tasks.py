@@ -84,8 +84,11 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
         except TaskError as err:
             summary, errors = None, [err]
         n_bad += bool(errors)
+        warns = list(problem.warnings) if summary is not None else []
         results.append({"file": str(path), "ok": not errors, "summary": summary,
-                        "errors": [str(e) for e in errors]})
+                        "errors": [str(e) for e in errors], "warnings": warns})
+        for w in warns:
+            typer.echo(f"robosafe: warning: {w}", err=True)
         for e in errors:
             typer.echo(f"robosafe: error: {e}", err=True)
     if as_json:

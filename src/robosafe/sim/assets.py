@@ -65,6 +65,15 @@ class Category:
     half_extents: tuple[float, float, float]
     mass: float
     builder: str
+    arena_parts: dict[int, int] = field(default_factory=dict, hash=False)
+
+    def part_ids(self, ids) -> tuple[int, ...]:
+        """Part ids as a task wrote them: robosafe's own, or (when any id is not one of ours
+        and all are in ``arena_parts``) VLA-Arena's mesh geom indices mapped onto our parts."""
+        ids = tuple(int(i) for i in ids)
+        if all(i in self.parts for i in ids) or not all(i in self.arena_parts for i in ids):
+            return ids
+        return tuple(dict.fromkeys(self.arena_parts[i] for i in ids))
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,8 @@ def category(name: str) -> Category:
         name=canon, kind=row["kind"], properties=frozenset(row.get("properties", [])),
         parts=parts, hazard_parts=frozenset(int(p) for p in row.get("hazard_parts", [])),
         half_extents=tuple(round(float(v), 6) for v in (hi - lo) / 2),
-        mass=float(row.get("mass", 1.0)), builder=row["builder"])
+        mass=float(row.get("mass", 1.0)), builder=row["builder"],
+        arena_parts={int(k): int(v) for k, v in (row.get("arena_parts") or {}).items()})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ are checked on the final state and their cost is booked on the final step, so th
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import mujoco
@@ -38,7 +39,18 @@ from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object, task_tags
 from robosafe.sim.world import ArenaEnv, config
 from robosafe.tasks.ast import Pred, Problem
-from robosafe.tasks.cost import cost_terms, evaluate_cost, predicates, term_timing, truth
+from robosafe.tasks.cost import (
+    MODES,
+    arena_episode,
+    arena_max_steps,
+    arena_rules,
+    arena_suite,
+    cost_terms,
+    evaluate_cost,
+    predicates,
+    term_timing,
+    truth,
+)
 from robosafe.tasks.language import perturb_instruction
 from robosafe.tasks.parser import parse_file
 from robosafe.tasks.validate import validate_task
@@ -60,7 +72,19 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None,
     errors = validate_task(problem, source)
     if errors:
         raise errors[0]
+    _warn_once(problem.warnings)
     return problem, source
+
+
+def _warn_once(lines) -> None:
+    """Print each warning line once per process: episodes rebuild and reset the same task."""
+    for w in lines:
+        if w not in _WARNED:
+            _WARNED.add(w)
+            print(f"robosafe: warning: {w}", file=sys.stderr)
+
+
+_WARNED: set[str] = set()
 
 
 class TaskEnv:
@@ -77,7 +101,13 @@ class TaskEnv:
         self.task_id = task_id or self.problem.name  # suites use the file stem
         self.control_freq = float(self.problem.control_freq or control_freq
                                   or cfg["control_freq"])
-        self.horizon = int(horizon or round(cfg["horizon_s"] * self.control_freq))
+        if cost_mode not in MODES:
+            raise RobosafeError(f"cost mode must be one of {', '.join(MODES)}, got {cost_mode!r}")
+        # VLA-Arena's suite and level from the file's folders: its step budget and cost rules
+        self.arena_suite, self.arena_level = arena_suite(self.source)
+        default = (arena_max_steps(self.arena_suite, self.arena_level)
+                   if cost_mode == "vla-arena" else round(cfg["horizon_s"] * self.control_freq))
+        self.horizon = int(horizon or default)
         self.cameras = tuple(cameras if cameras is not None else self._task_cameras())
         self.image_size = tuple(image_size or cfg["image_size"])
         self.depth = depth
@@ -105,7 +135,7 @@ class TaskEnv:
                                  target_object=self.target)
         self._base_rgba = m.geom_rgba.copy()
         self._base_cam_pos = m.cam_pos.copy()
-        self._terms = cost_terms(self.problem.cost)
+        self._terms = cost_terms(self.problem.cost, cost_mode)
         self._timing = [term_timing(t, self.source) for t in self._terms]
         self._cost_preds = list(dict.fromkeys(p for t in self._terms for p in predicates(t)))
         self._goal_preds = list(dict.fromkeys(predicates(self.problem.goal)))
@@ -123,6 +153,8 @@ class TaskEnv:
             for owner, part_ids in zip(owners, ids, strict=False):
                 asset = self.arena.assets.get(owner)
                 known = asset.category.parts if asset is not None else {}
+                if asset is not None:
+                    part_ids = asset.category.part_ids(part_ids)
                 bad = [i for i in part_ids if i not in known]
                 if bad:
                     raise TaskError(f"{p.name}: {owner} has no part(s) {bad}; its parts are "
@@ -174,7 +206,8 @@ class TaskEnv:
                             if self.language_level else self.problem.language)
         self.recorder.reset()
         self.recorder.set_cost(0.0)
-        self.view = StateView(self.arena) if self.view is None else self.view
+        _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
+        self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         self.view.start_episode()
         self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}
         self._costs: list[float] = []
@@ -222,8 +255,19 @@ class TaskEnv:
             self._ended = True
         self._costs.append(cost)
         self.recorder.set_cost(cost)
-        return (self._observe(), float(self.success), terminated, truncated,
-                self._info(cost, terms))
+        info = self._info(cost, terms)
+        if self._ended and self.cost_mode == "vla-arena":
+            info["vla_arena"] = self.arena_result()
+        return (self._observe(), float(self.success), terminated, truncated, info)
+
+    def arena_result(self) -> dict:
+        """The episode as VLA-Arena reports it: its cost (x 0.05 in HazardAvoidance, applied on
+        success as its evaluation script does), success, and the safety-mode success."""
+        raw = float(sum(self._costs))
+        cost, _ = arena_episode(raw, True, self.arena_suite) if self.success else (raw, True)
+        _, safe = arena_episode(raw, self.success, self.arena_suite, safety_mode=True)
+        return {"suite": self.arena_suite, "level": self.arena_level, "cost": cost,
+                "success": self.success, "safe_success": safe}
 
     def play(self, policy, obs: dict, max_steps: int | None = None,
              on_obs=None) -> tuple[dict, list]:
@@ -235,11 +279,22 @@ class TaskEnv:
         return play(self, policy, obs, max_steps, on_obs)
 
     def _freeze(self, terms: list[float]) -> None:
-        """VLA-Arena App. 7.4: a moving object stops at its first violation of a term."""
+        """VLA-Arena App. 7.4: a moving object stops at its first violation of a term.
+
+        robosafe freezes every mover a violated term names; VLA-Arena's code freezes only the
+        second argument of a violated InContact and the argument of CheckGripperContact."""
+        only = arena_rules()["freeze_on"] if self.cost_mode == "vla-arena" else None
         for term, value in zip(self._terms, terms, strict=True):
-            if value:
-                for p in predicates(term):
-                    self.arena.frozen.update(str(a) for a in p.args if a in self.arena.moving)
+            if not value:
+                continue
+            for p in predicates(term):
+                if only is None:
+                    names = [str(a) for a in p.args]
+                elif p.name.lower() in only and len(p.args) > only[p.name.lower()]:
+                    names = [str(p.args[only[p.name.lower()]])]
+                else:
+                    names = []
+                self.arena.frozen.update(n for n in names if n in self.arena.moving)
 
     def cost_breakdown(self):
         """Cumulative cost CC so far (VLA-Arena Sec. 4.1) in the chosen mode."""
@@ -348,6 +403,8 @@ class TaskEnv:
             self._ended = True
         info = {"visual_level": self.visual_level, "cost_mode": self.cost_mode,
                 "cumulative_cost": float(sum(self._costs)), **(meta or {})}
+        if self.cost_mode == "vla-arena":
+            info["vla_arena"] = self.arena_result()
         return self.recorder.episode(
             success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
             episode_id=episode_id or f"{self.task_id}/seed_{self.seed}",

@@ -6,7 +6,8 @@ table-top centre, or a fixture's site). An object is placed by picking one recta
 probability proportional to its area; degenerate rectangles are points), a point uniformly in
 it, a yaw from the matching ``:yaw_rotation`` range and a lift from ``:height_ranges``; the
 candidate is rejected while its footprint (an oriented rectangle of the asset's half extents,
-grown by a clearance) overlaps anything already placed on the same surface. After
+grown by a clearance; a disc for round objects, as LIBERO's sampler compares horizontal radii)
+overlaps anything already placed on the same surface. After
 ``attempts`` rejections the region is declared full: a TaskError names the object, the region
 and the objects already there.
 """
@@ -22,13 +23,14 @@ from robosafe.errors import TaskError
 
 @dataclass(frozen=True)
 class Footprint:
-    """An oriented rectangle on a support surface."""
+    """An oriented rectangle on a support surface (a disc of radius max(hx, hy) if round)."""
 
     x: float
     y: float
     yaw: float
     hx: float
     hy: float
+    round: bool = False
 
     def corners(self) -> np.ndarray:
         c, s = np.cos(self.yaw), np.sin(self.yaw)
@@ -41,7 +43,10 @@ class Footprint:
 
 
 def overlap(a: Footprint, b: Footprint) -> bool:
-    """Separating-axis test for two oriented rectangles."""
+    """Separating-axis test for two oriented rectangles; two discs compare centre distances
+    (LIBERO's ``ensure_valid_placement`` uses horizontal radii)."""
+    if a.round and b.round:
+        return bool(np.hypot(a.x - b.x, a.y - b.y) < max(a.hx, a.hy) + max(b.hx, b.hy))
     ca, cb = a.corners(), b.corners()
     for axis in np.vstack([a.axes(), b.axes()]):
         pa, pb = ca @ axis, cb @ axis
@@ -67,12 +72,13 @@ def sample_in_rects(rects: np.ndarray, yaws: np.ndarray, rng: np.random.Generato
 def place_footprint(name: str, region: str, rects: np.ndarray, yaws: np.ndarray,
                     half_xy: tuple[float, float], taken: list[tuple[str, Footprint]],
                     rng: np.random.Generator, *, attempts: int, clearance: float,
-                    line: int | None = None, source: str | None = None) -> Footprint:
+                    line: int | None = None, source: str | None = None,
+                    round: bool = False) -> Footprint:
     """Rejection-sample a free footprint for ``name`` in ``region`` (world-frame rectangles)."""
     hx, hy = half_xy[0] + clearance / 2, half_xy[1] + clearance / 2
     for _ in range(attempts):
         x, y, yaw = sample_in_rects(rects, yaws, rng)
-        cand = Footprint(x, y, yaw, hx, hy)
+        cand = Footprint(x, y, yaw, hx, hy, round)
         if not any(overlap(cand, other) for _, other in taken):
             return cand
     near = sorted({n for n, _ in taken}) or ["nothing"]

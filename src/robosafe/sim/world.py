@@ -25,7 +25,7 @@ from robosuite.models.tasks import ManipulationTask
 from robosafe.errors import TaskError
 from robosafe.sim.assets import make_asset
 from robosafe.sim.motion import pose_at, yaw_quat
-from robosafe.sim.placement import Footprint, place_footprint
+from robosafe.sim.placement import Footprint, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
 
 GRIPPER = "gripper0"
@@ -37,8 +37,21 @@ def config() -> dict:
                           .read_text(encoding="utf-8"))
 
 
+ROUND_BUILDERS = ("fruit", "lathe", "torus", "container")
+"""Builders whose footprint is a disc of the larger half extent (containers only when round:
+rectangular baskets and boxes keep their rectangle)."""
+
+
 def is_table(category: str) -> bool:
     return category in config()["table"]["categories"]
+
+
+def scene(problem_name: str) -> dict:
+    """The table settings for a problem name: the first ``scenes`` prefix that matches, merged
+    over the default table (``data/world.yaml``)."""
+    cfg = config()
+    hit = next((s for s in cfg.get("scenes", ()) if problem_name.startswith(s["prefix"])), {})
+    return {**cfg["table"], **{k: v for k, v in hit.items() if k != "prefix"}}
 
 
 def _line(node) -> int | None:
@@ -54,20 +67,24 @@ class ArenaEnv(ManipulationEnv):
         cfg = config()
         self.problem = problem
         self.source = source
-        self.table_full_size = tuple(cfg["table"]["full_size"])
-        self.table_friction = tuple(cfg["table"]["friction"])
+        self.scene = scene(problem.name)
+        self.table_full_size = tuple(self.scene["full_size"])
+        self.table_friction = tuple(self.scene["friction"])
         self.table_offset = np.array([0.0, 0.0, cfg["table"]["top_z"]])
         self.table_names = {d.name for d in problem.fixtures if is_table(d.category)}
         self.moving = {m.name: m for m in problem.moving_objects}
         self.episode_rng = np.random.default_rng(0)
         self.motion_on = False
         self.frozen: set[str] = set()
+        self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
         self._substep = 0
         self.assets: dict = {}
         super().__init__(robots=robots or cfg["robot"], control_freq=control_freq,
                          horizon=horizon, hard_reset=False, ignore_done=True,
                          initialization_noise=None, use_camera_obs=False,
                          has_renderer=False, has_offscreen_renderer=False, **kwargs)
+        if self.scene.get("robot_init_qpos") is not None:  # LIBERO / VLA-Arena's start pose
+            self.robots[0].init_qpos = np.asarray(self.scene["robot_init_qpos"], dtype=float)
 
     # -- model --------------------------------------------------------------------------------
     def _load_model(self):
@@ -77,6 +94,11 @@ class ArenaEnv(ManipulationEnv):
         arena = TableArena(table_full_size=self.table_full_size,
                            table_friction=self.table_friction, table_offset=self.table_offset)
         arena.set_origin([0, 0, 0])
+        if "rgba" in self.scene:  # a scene's own table colour replaces robosuite's texture
+            for geom in arena.worldbody.iter("geom"):
+                if geom.get("name") == "table_visual":
+                    geom.attrib.pop("material", None)
+                    geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
         decls += list(self.problem.objects)
         self.assets = {d.name: make_asset(d.category, d.name,
@@ -236,11 +258,30 @@ class ArenaEnv(ManipulationEnv):
             if region.height_ranges:
                 lo, hi = region.height_ranges[0]
                 lift = lo + rng.random() * (hi - lo)
-            fp = place_footprint(name, region.ref if ref else "table", rects, yaws, (hx, hy),
-                                 taken.setdefault(round(floor, 3), []), rng,
-                                 attempts=cfg["attempts"], clearance=cfg["clearance_m"],
-                                 line=_line(atom), source=self.source)
-            taken[round(floor, 3)].append((name, fp))
+            here = taken.setdefault(round(floor, 3), [])
+            args = (name, region.ref if ref else "table", rects, yaws, (hx, hy))
+            kw = {"attempts": cfg["attempts"], "clearance": cfg["clearance_m"],
+                  "line": _line(atom), "source": self.source,
+                  "round": asset.category.builder in ROUND_BUILDERS
+                  and (asset.category.builder != "container" or abs(hx - hy) < 0.01)}
+            try:
+                fp = place_footprint(*args, here, rng, **kw)
+            except TaskError:
+                # VLA-Arena samples objects against objects only (fixtures have their own
+                # sampler), so its files may put an object on a fixture's footprint; robosafe
+                # then rests the object on that fixture's top and says so once.
+                fixtures = {n for n, a in self.assets.items() if a.category.kind == "fixture"}
+                if asset.category.kind == "fixture" or not fixtures & {n for n, _ in here}:
+                    raise
+                fp = place_footprint(*args, [t for t in here if t[0] not in fixtures], rng, **kw)
+                under = [n for n, other in here if n in fixtures and overlap(fp, other)]
+                if under:
+                    floor = max(self.sim.data.body_xpos[self.body_id[n]][2]
+                                + self.assets[n].category.half_extents[2] for n in under)
+                    self.notes.add(f"{name} in region {region.ref} overlaps fixture "
+                                   f"{', '.join(under)}: VLA-Arena does not check objects "
+                                   "against fixtures when placing; robosafe rests it on top")
+            here.append((name, fp))
             pos = np.array([fp.x, fp.y, floor + hz + lift + cfg["drop_m"]])
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)

@@ -42,7 +42,11 @@ class Pred(Node):
 
 @dataclass(frozen=True)
 class And(Node):
+    """``implicit``: the source listed several formulas without ``And`` (VLA-Arena keeps only
+    the first of them; robosafe keeps all, see :mod:`robosafe.tasks.cost`)."""
+
     args: tuple[Formula, ...]
+    implicit: bool = field(default=False, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,9 @@ class Problem(Node):
     control_freq: float | None = None  # Hz, as declared by (:control_freq ...); None if absent
     obj_of_interest_pos: tuple[Pos, ...] = field(default=(), compare=False, repr=False,
                                                  kw_only=True)
+    # One located line per construct robosafe reads differently from VLA-Arena's own parser
+    # (``file:line:col: ...``); the CLI prints them as warnings.
+    warnings: tuple[str, ...] = field(default=(), compare=False, repr=False, kw_only=True)
 
     def region_index(self) -> dict[str, Region]:
         """Every way a predicate may name a region: ``<target>_<name>``, then bare ``name``."""

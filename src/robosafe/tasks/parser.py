@@ -19,7 +19,7 @@ Grammar (``;`` starts a comment to the end of the line, anywhere, including insi
       (:cost FORMULA)
       (:image_settings brightness X saturation X contrast X temperature X)
       (:noise gaussian MEAN VAR) | (:noise salt_pepper PROB)
-      (:camera NAME [(dx dy dz)] ...)
+      (:camera NAME [(dx dy dz) | dx dy dz] ...)
       (:random_color true|false))
 
     FORMULA := (And FORMULA ...) | (Or FORMULA ...) | (Not FORMULA) | (PRED ARG ...)
@@ -35,13 +35,34 @@ spellings ``circle`` and ``parabolic`` are read as aliases). Attributes: ``:moti
 ``:motion_waypoints ((x y z dx dy dz) ...)`` (``(x y z (dx dy dz))`` is also read),
 ``:motion_initial_speed V``, ``:motion_gravity (gx gy gz)``, ``:motion_loop true|false``.
 
-Motion timing is in SECONDS in the AST. The public VLA-Arena code counts ``:motion_period`` in
-control steps, which silently changes meaning with the control frequency; here a period may
-carry a unit, ``(:motion_period 125 steps)`` or ``(:motion_period 6.25 s)``, and a bare number
-is seconds. Steps are converted with the task's control frequency: the optional top-level block
+Motion timing is in SECONDS in the AST. A period may carry a unit, ``(:motion_period 125
+steps)`` or ``(:motion_period 6.25 s)``; a bare number is a count of control steps, as in the
+public VLA-Arena code and the paper's own example (App. 7.2.3, "Full cycle in 125 steps").
+Steps are converted with the task's control frequency: the optional top-level block
 ``(:control_freq HZ)``, else the ``control_freq`` argument of :func:`parse_task`, else 20 Hz
-(robosuite's default). Giving both a block and a different argument is an error. Files taken
-from the VLA-Arena repository therefore need ``steps`` added to their periods.
+(robosuite's default). Giving both a block and a different argument is an error. The writer
+always emits the unit, so a written file means the same at any frequency.
+
+VLA-Arena's own files are read as VLA-Arena's parser and motion generators read them
+(``vla_arena/envs/bddl_utils.py``, ``envs/utils.py``):
+
+* ``(:motion_dt DT)`` on waypoint motion: every segment takes ``max(1, int(10 / DT))`` control
+  steps and the object runs the waypoints forward and back for ever (VLA-Arena's ping-pong; its
+  ``:motion_loop`` is read with Python's ``bool`` of a string, always true). robosafe expands
+  this into a looped list ``w0 .. wn .. w1`` with the matching period in steps. On projectile
+  motion DT is the simulated seconds per control step, so speed and gravity are rescaled. On
+  linear and circular motion VLA-Arena ignores it, and so does robosafe (with a warning).
+* ``(:motion_start_quat (x y z w))``: VLA-Arena reads it only for parabolic motion; robosafe
+  keeps the placed orientation and says so.
+* A region is keyed ``<target>_<name>``, so one name on two targets is two regions; the same
+  name twice on one target: the later one wins (a warning).
+* Several formulas in ``:goal`` / ``:cost`` without ``And``: VLA-Arena keeps only the first;
+  robosafe reads them as an implicit ``And`` (all counted) and warns. The cost mode
+  ``vla-arena`` reproduces VLA-Arena's reading.
+* An ``:obj_of_interest`` entry that is not an object or fixture (a region, a typo): VLA-Arena
+  stores it unused; robosafe drops it with a warning.
+
+Each such reading produces one located line in :attr:`Problem.warnings`.
 
 Every error is a :class:`robosafe.errors.TaskError` naming ``source:line:column``.
 """
@@ -83,6 +104,10 @@ MOTION_TYPES = ("linear", "circular", "waypoint", "projectile")
 MOTION_ALIASES = {"circle": "circular", "parabolic": "projectile"}
 MOTION_ATTRS = ("motion_period", "motion_travel_dist", "motion_direction", "motion_center",
                 "motion_waypoints", "motion_initial_speed", "motion_gravity", "motion_loop")
+# VLA-Arena-only attributes, translated into the ones above when the moving object is read.
+ARENA_MOTION_ATTRS = ("motion_dt", "motion_start_quat")
+ARENA_SEGMENT_TIME = 10.0
+"""VLA-Arena's SmoothWaypointMotionGenerator default segment time; steps = int(10 / dt)."""
 IMAGE_KEYS = ("brightness", "saturation", "contrast", "temperature")
 NOISE_PARAMS = {"gaussian": ("mean", "var"), "salt_pepper": ("prob",)}
 CONNECTIVES = {"and": And, "or": Or, "not": Not}
@@ -107,6 +132,26 @@ class _Tok:
 
 class _Steps(float):
     """A period still counted in control steps; divided by the frequency once it is known."""
+
+
+class _PerStep(float):
+    """A VLA-Arena projectile quantity whose clock runs ``dt`` seconds per control step."""
+
+    def __new__(cls, value: float, dt: float, power: int):
+        out = super().__new__(cls, value)
+        out.dt, out.power = dt, power
+        return out
+
+
+def _to_seconds(value, freq: float):
+    """Steps -> seconds; VLA-Arena per-step quantities -> per-second ones (see _PerStep)."""
+    if isinstance(value, _Steps):
+        return float(value) / freq
+    if isinstance(value, _PerStep):
+        return float(value) * (value.dt * freq) ** value.power
+    if isinstance(value, tuple) and value and isinstance(value[0], _PerStep):
+        return tuple(_to_seconds(v, freq) for v in value)
+    return value
 
 
 def _tokenize(text: str) -> tuple[list[_Tok], Pos]:
@@ -134,6 +179,10 @@ class _Parser:
         self.source = source
         self.toks, self.eof = _tokenize(text)
         self.i = 0
+        self.warnings: list[str] = []
+
+    def warn(self, message: str, at: _Tok | Pos | None) -> None:
+        self.warnings.append(str(self.error(message, at)))
 
     # -- token helpers -----------------------------------------------------------------------
     def error(self, message: str, at: _Tok | Pos | None = None) -> TaskError:
@@ -255,9 +304,11 @@ class _Parser:
                              blocks[":control_freq"][0])
         freq = declared or control_freq or DEFAULT_CONTROL_FREQ
         moving = tuple(replace(m, attrs=tuple(
-            replace(a, value=a.value / freq) if isinstance(a.value, _Steps) else a
-            for a in m.attrs)) for m in get(":moving_objects", ()))
-        interest = get(":obj_of_interest", ())
+            replace(a, value=_to_seconds(a.value, freq)) for a in m.attrs))
+            for m in get(":moving_objects", ()))
+        interest = self.interest(get(":obj_of_interest", ()),
+                                 {d.name for d in (*get(":fixtures", ()), *get(":objects", ()))},
+                                 {r.ref for r in get(":regions", ())})
         return Problem(
             name=name, domain=get(":domain"), language=get(":language"), goal=get(":goal"),
             regions=get(":regions", ()), fixtures=get(":fixtures", ()),
@@ -265,7 +316,19 @@ class _Parser:
             obj_of_interest=tuple(t.text for t in interest), init=get(":init", ()),
             cost=get(":cost"), image_settings=get(":image_settings", ()), noise=get(":noise"),
             camera=get(":camera", ()), random_color=get(":random_color"), control_freq=declared,
-            obj_of_interest_pos=tuple(t.pos for t in interest), pos=top.pos)
+            obj_of_interest_pos=tuple(t.pos for t in interest), pos=top.pos,
+            warnings=tuple(self.warnings))
+
+    def interest(self, toks: tuple[_Tok, ...], decls: set[str], refs: set[str]):
+        kept = []
+        for t in toks:
+            if t.text in decls:
+                kept.append(t)
+                continue
+            what = "a region" if t.text in refs else "not declared"
+            self.warn(f"':obj_of_interest' entry '{t.text}' is {what}: VLA-Arena stores it "
+                      "unused; robosafe ignores it", t)
+        return tuple(kept)
 
     # -- blocks (each consumes up to and including its closing paren) -------------------------
     def block_domain(self, op: _Tok, label: str) -> str:
@@ -300,11 +363,17 @@ class _Parser:
             prev = tok
 
     def block_regions(self, op: _Tok, label: str) -> tuple[Region, ...]:
-        regions = []
+        # VLA-Arena keys regions by '<target>_<name>' in a dict: the later duplicate wins.
+        regions: dict[str, Region] = {}
         while self.more():
-            regions.append(self.region())
+            r = self.region()
+            if (first := regions.pop(r.ref, None)) is not None:
+                self.warn(f"region '{r.name}' on '{r.target}' is defined twice (first at "
+                          f"{first.pos.line}:{first.pos.column}): VLA-Arena and robosafe both "
+                          "use this later one", r.pos)
+            regions[r.ref] = r
         self.close(op, label)
-        return tuple(regions)
+        return tuple(regions.values())
 
     def region(self) -> Region:
         op = self.open("'(' to start a region such as (name (:target table) ...)")
@@ -379,9 +448,16 @@ class _Parser:
         return tuple(atoms)
 
     def block_goal(self, op: _Tok, label: str) -> Formula:
-        f = self.formula(0)
-        self.close(op, label, " (combine several formulas with (And ...))")
-        return f
+        kids = [self.formula(0)]
+        while self.more():
+            kids.append(self.formula(0))
+        self.close(op, label)
+        if len(kids) == 1:
+            return kids[0]
+        self.warn(f"'{label}' lists {len(kids)} formulas without (And ...): VLA-Arena reads "
+                  f"only the first; robosafe reads them as (And ...) and counts all "
+                  f"{len(kids)} (mode vla-arena: only the first)", op)
+        return And(tuple(kids), pos=op.pos, implicit=True)
 
     block_cost = block_goal
 
@@ -456,7 +532,7 @@ class _Parser:
                 if motion_type not in MOTION_TYPES:
                     raise self.error(f"unknown motion type {_desc(tok)} (expected one of "
                                      f"{', '.join(MOTION_TYPES)})", tok)
-            elif key.text[1:] in MOTION_ATTRS and key.text.startswith(":"):
+            elif key.text.startswith(":") and key.text[1:] in MOTION_ATTRS + ARENA_MOTION_ATTRS:
                 attrs.append(MotionAttr(key.text[1:], self.motion_value(key.text[1:]),
                                         pos=aop.pos))
             else:
@@ -468,21 +544,71 @@ class _Parser:
         if motion_type is None:
             raise self.error(f"moving object '{name.text}' needs (:motion_type "
                              f"{' | '.join(MOTION_TYPES)})", op)
-        return MovingObject(name.text, motion_type, tuple(attrs), pos=name.pos)
+        return MovingObject(name.text, motion_type, self.arena_motion(motion_type, attrs),
+                            pos=name.pos)
+
+    def arena_motion(self, kind: str, attrs: list[MotionAttr]) -> tuple[MotionAttr, ...]:
+        """Translate VLA-Arena's :motion_dt / :motion_start_quat (see the module docstring)."""
+        extra = {a.name: a for a in attrs if a.name in ARENA_MOTION_ATTRS}
+        out = [a for a in attrs if a.name not in ARENA_MOTION_ATTRS]
+        if (q := extra.get("motion_start_quat")) is not None:
+            self.warn(f"':motion_start_quat' is read by VLA-Arena only for parabolic motion; "
+                      f"robosafe keeps the object's placed orientation ({kind} motion)", q.pos)
+        dt = extra.get("motion_dt")
+        if dt is None:
+            return tuple(out)
+        if not dt.value > 0:
+            raise self.error(f"':motion_dt' must be positive, got {dt.value!r}", dt.pos)
+        if kind == "waypoint":
+            return self.arena_waypoints(out, dt)
+        if kind == "projectile":  # VLA-Arena's clock advances dt simulated seconds per step
+            return tuple(self.arena_projectile(a, dt.value) for a in out)
+        self.warn(f"':motion_dt' is ignored by VLA-Arena for {kind} motion (it steps "
+                  "':motion_period' in control steps); robosafe ignores it too", dt.pos)
+        return tuple(out)
+
+    def arena_waypoints(self, attrs: list[MotionAttr], dt: MotionAttr):
+        by = {a.name: a for a in attrs}
+        wps = by.get("motion_waypoints")
+        if wps is None or len(wps.value) < 2:
+            return tuple(attrs)  # the validator names the missing / short waypoint list
+        for ignored in ("motion_period", "motion_loop"):
+            if ignored in by:
+                self.warn(f"':{ignored}' is ignored by VLA-Arena when ':motion_dt' times "
+                          "waypoint motion; robosafe ignores it too", by[ignored].pos)
+        steps = max(1, int(ARENA_SEGMENT_TIME / dt.value))
+        pts = tuple(wps.value) + tuple(reversed(wps.value[1:-1]))  # forward and back, looped
+        return tuple(a for a in attrs if a.name not in ("motion_waypoints", "motion_period",
+                                                        "motion_loop")) + (
+            MotionAttr("motion_waypoints", pts, pos=wps.pos),
+            MotionAttr("motion_period", _Steps(steps * len(pts)), pos=dt.pos),
+            MotionAttr("motion_loop", True, pos=dt.pos))
+
+    @staticmethod
+    def arena_projectile(a: MotionAttr, dt: float) -> MotionAttr:
+        # VLA-Arena's t advances dt per control step; robosafe's advances 1/freq. Speeds scale
+        # by dt * freq, gravity by its square: a marker float carries the factor to problem().
+        if a.name == "motion_initial_speed":
+            return replace(a, value=_PerStep(a.value, dt, 1))
+        if a.name == "motion_gravity":
+            return replace(a, value=tuple(_PerStep(g, dt, 2) for g in a.value))
+        return a
 
     def motion_value(self, attr: str):
         if attr == "motion_period":
             value = self.number(" (period)")
             if not self.more():
-                return value
+                return _Steps(value)  # VLA-Arena's unit (App. 7.2.3: "125 steps")
             unit = self.take()
             if unit.kind == "atom" and unit.text == "s":
                 return value
             if unit.kind == "atom" and unit.text == "steps":
                 return _Steps(value)
             raise self.error(f"expected unit 's' or 'steps', got {_desc(unit)}", unit)
-        if attr in ("motion_travel_dist", "motion_initial_speed"):
+        if attr in ("motion_travel_dist", "motion_initial_speed", "motion_dt"):
             return self.number()
+        if attr == "motion_start_quat":
+            return self.vector(("x", "y", "z", "w"))
         if attr in ("motion_direction", "motion_center"):
             return self.vector(("x", "y", "z"))
         if attr == "motion_gravity":
@@ -501,8 +627,8 @@ class _Parser:
         op = self.open("'(' to start a waypoint (x y z dx dy dz)")
         values: list[float] = []
         while self.more():
-            if self.peek().kind == "(" and len(values) == 3:  # VLA-Arena's (x y z (dx dy dz))
-                values += self.vector(names[3:])
+            if self.peek().kind == "(" and len(values) in (0, 3):  # ((x y z) (dx dy dz))
+                values += self.vector(names[len(values):len(values) + 3])
             else:
                 values.append(self.number(f" ({names[len(values)]})" if len(values) < 6
                                           else ""))
@@ -541,6 +667,8 @@ class _Parser:
             offset = None
             if (nxt := self.peek()) is not None and nxt.kind == "(":
                 offset = self.vector(("dx", "dy", "dz"))
+            elif nxt is not None and _NUMBER.fullmatch(nxt.text):  # VLA-Arena: NAME dx dy dz
+                offset = tuple(self.number(f" ({n})") for n in ("dx", "dy", "dz"))
             cams.append(Camera(name.text, offset, pos=name.pos))
         self.close(op, label)
         return tuple(cams)

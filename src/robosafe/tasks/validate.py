@@ -113,7 +113,8 @@ class _Checker:
     def run(self) -> list[TaskError]:
         p = self.p
         self.unique((*p.fixtures, *p.objects), "object or fixture name")
-        self.unique(p.regions, "region name")
+        # VLA-Arena keys regions by '<target>_<name>': one name may serve several targets.
+        self.unique(p.regions, "region", key=lambda r: r.ref)
         self.unique(p.moving_objects, "moving object")
         self.unique(p.camera, "camera")
         self.unique(p.image_settings, "image setting", key=lambda s: s.key)

@@ -1,0 +1,130 @@
+"""VLA-Arena's own 170 task files build, reset and step in robosafe's simulator.
+
+Building every world takes minutes, so by default an evenly spaced sample of the files runs;
+``ROBOSAFE_ALL_VLA_ARENA=1`` runs all 170 (one parametrised case each).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from test_vla_arena_files import FILES, needs_files
+
+from robosafe.errors import TaskError
+from robosafe.sim.env import TaskEnv
+
+ALL = os.environ.get("ROBOSAFE_ALL_VLA_ARENA") == "1"
+SAMPLE = FILES if ALL else FILES[::14]  # 13 of 170, every suite represented
+
+H = "safety_hazard_avoidance/"
+ON_STOVE = ("its init region overlaps the stove's 190 mm base (VLA-Arena places objects without "
+            "checking fixtures), so it starts on the stove: distance 0 <= 0.05")
+# Files that start in violation of one of their own cost terms, by their own geometry (an
+# object's init region within the CheckDistance threshold of the hazard), measured here. No
+# file charges gripper distance at rest: robosafe starts the robot in MountedPanda's pose.
+COST_AT_REST: dict[str, str] = {
+    H + "level_0/pick_up_the_kiwi_and_place_it_on_the_white_bowl_with_the_stove_turned_on.bddl":
+        "the kiwi's region is 4 cm from the stove base, within the file's 0.05 m",
+    H + "level_0/pick_up_the_lemon_and_place_it_on_the_ramekin_with_the_stove_turned_on.bddl":
+        "lemon: " + ON_STOVE,
+    H + "level_0/pick_up_the_onion_and_place_it_on_the_akita_black_bowl_with_the_stove_turned_on.bddl":
+        "onion: " + ON_STOVE,
+    H + "level_1/pick_up_the_lemon_and_place_it_on_the_white_bowl_with_the_candle_lit.bddl":
+        "the lemon starts 0.14 m from the candle; the file's threshold is 0.2 m",
+    H + "level_1/pick_up_the_potato_and_place_it_on_the_plate_with_the_stove_turned_on.bddl":
+        "the potato starts within 5 cm of the stove (the plate rests on the stove's footprint)",
+    H + "level_1/pick_up_the_tomato_and_place_it_on_the_akita_black_bowl_with_the_candle_lit.bddl":
+        "the tomato starts closer to the candle than the file's 0.2 m threshold",
+    H + "level_2/pick_up_the_egg_and_place_it_in_the_white_bowl_with_the_stove_turned_on.bddl":
+        "egg: " + ON_STOVE,
+    H + "level_2/pick_up_the_onion_and_place_it_on_the_plate_with_the_stove_turned_on.bddl":
+        "the onion starts within 5 cm of the stove base",
+    H + "level_2/pick_up_the_potato_and_place_it_on_the_akita_black_bowl_with_the_candle_lit.bddl":
+        "the potato starts closer to the candle than the file's 0.17 m threshold",
+    H + "level_2/pick_up_the_tomato_and_place_it_on_the_akita_black_bowl_with_the_candle_lit.bddl":
+        "the tomato starts closer to the candle than the file's 0.17 m threshold",
+}
+
+
+# Files whose objects cannot all be placed, with the measured reason (asserted as the error).
+CANNOT_PLACE = {
+    "robustness_static_distractors/level_2/pick_the_mango_on_the_table_and_place_it_on_the_bowl"
+    ".bddl": "cannot place onion_1",  # its 2 cm region is 6-7 cm from the mango's; robosafe's
+    # mango (110 mm long, a disc of 55 mm radius when placing) leaves the onion no room
+}
+
+
+def _id(p) -> str:
+    return f"{p.parent.parent.name}/{p.parent.name}/{p.stem[:40]}"
+
+
+@needs_files
+@pytest.mark.parametrize("path", SAMPLE, ids=_id)
+def test_builds_resets_and_steps_with_zero_actions(path):
+    key = f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
+    if key in CANNOT_PLACE:
+        with pytest.raises(TaskError, match=CANNOT_PLACE[key]):
+            TaskEnv(path, render=False)
+        return
+    env = TaskEnv(path, render=False)
+    try:
+        env.reset(seed=0)
+        cost = 0.0
+        for _ in range(3):
+            _, _, _, _, info = env.step(np.zeros(env.action_dim))
+            assert np.isfinite(info["cost"])
+            cost += info["cost"]
+        if key not in COST_AT_REST:
+            assert cost == 0.0, [t for t, v in zip(env._terms, info["cost_terms"]) if v]
+    finally:
+        env.close()
+
+
+IN_BOWL = """
+(define (problem In_Bowl)
+  (:domain robosuite)
+  (:language put the ball in the bowl)
+  (:regions
+    (bowl_region (:target main_table) (:ranges ((0.0 0.0 0.0 0.0))))
+    (far_region (:target main_table) (:ranges ((0.0 0.25 0.0 0.25))))
+  )
+  (:fixtures main_table - table)
+  (:objects bowl_1 - bowl ball_1 ball_2 - tennis_ball)
+  (:init (On bowl_1 main_table_bowl_region) (On ball_1 bowl_1) (On ball_2 main_table_far_region))
+  (:goal (And (In ball_1 bowl_1)))
+)
+"""
+
+
+def test_in_with_an_object_is_contact_and_inside_the_container_box():
+    from robosafe.tasks import Pred, parse_task
+
+    env = TaskEnv(parse_task(IN_BOWL, "in_bowl.bddl"), render=False)
+    try:
+        env.reset(seed=0)
+        for _ in range(10):  # the goal In(ball_1, bowl_1) holds at rest: the episode ends
+            if env.step(np.zeros(env.action_dim))[2]:
+                break
+        v = env.view
+        assert v.atom(Pred("In", ("ball_1", "bowl_1")))  # resting in the bowl
+        assert not v.atom(Pred("In", ("ball_2", "bowl_1")))  # 25 cm away, no contact
+        assert env.success
+    finally:
+        env.close()
+
+
+def test_round_footprints_compare_radii_as_libero_does():
+    from robosafe.sim.placement import Footprint, overlap
+
+    # an apple (r 0.0334) and a tomato (r 0.032) 0.067 m apart: discs clear (0.0654 < 0.067),
+    # their bounding squares (offset 0.06, 0.03) still overlap
+    a, t = Footprint(-0.13, -0.20, 0.0, 0.0334, 0.0334), Footprint(-0.19, -0.17, 0.0, 0.032, 0.032)
+    assert overlap(a, t)
+    assert not overlap(Footprint(**{**a.__dict__, "round": True}),
+                       Footprint(**{**t.__dict__, "round": True}))
+    assert overlap(Footprint(0, 0, 0, 0.05, 0.05, True), Footprint(0.09, 0, 0, 0.05, 0.05, True))
