@@ -53,3 +53,18 @@ def test_tasks_check_exits_2(tmp_path):
     path.write_text(TASK.format(r="-1e308 -1e308 1e308 1e308", target="main_table"))
     proc = run("tasks", "check", str(path))
     assert proc.returncode == 2 and f"{path}:5:6: region 'a' range" in proc.stderr
+
+
+def test_a_goal_only_table_region_may_span_the_whole_table():
+    """VLA-Arena's "anywhere on the table" idiom, (-1 -1 1 1), named by the goal only."""
+    task = TASK.replace("(:goal (And (On akita_black_bowl_1 plate_1)))",
+                        "(:goal (And (On akita_black_bowl_1 main_table_d)))").replace(
+        "    (c (:target main_table)", "    (d (:target main_table) (:ranges ((-1 -1 1 1))))\n"
+                                      "    (c (:target main_table)")
+    errors = validate_task(parse_task(task.format(r="-0.1 -0.1 0.1 0.1", target="main_table")),
+                           "t.bddl")
+    assert errors == []
+    bad = task.replace("(-1 -1 1 1)", "(-50 -50 50 50)")
+    (err,) = validate_task(parse_task(bad.format(r="-0.1 -0.1 0.1 0.1", target="main_table")),
+                           "t.bddl")
+    assert "region 'd'" in str(err) and "|x| <= 1" in str(err)

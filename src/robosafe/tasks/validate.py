@@ -67,11 +67,16 @@ def _world() -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def _offset_limits(decl) -> tuple[float, float]:
-    """Largest |x|, |y| offsets of a region on ``decl`` (module data: sim/data/world.yaml)."""
+def _offset_limits(decl, placed: bool) -> tuple[float, float]:
+    """Largest |x|, |y| offsets of a region on ``decl`` (module data: sim/data/world.yaml).
+
+    A table region that ``:init`` places objects in must lie on the table top (else they start
+    in the air). One only named by the goal may reach past the edges within
+    ``max_fixture_offset_m``: VLA-Arena writes "anywhere on the table" as (-1 -1 1 1), and the
+    table's own edges bound it."""
     world = _world()
     table = world["table"]
-    if decl is not None and decl.category in table["categories"]:
+    if placed and decl is not None and decl.category in table["categories"]:
         return table["full_size"][0] / 2, table["full_size"][1] / 2
     limit = float(world["max_fixture_offset_m"])
     return limit, limit
@@ -140,7 +145,9 @@ class _Checker:
         if r.target not in self.decls:
             self.err(f"region '{r.name}' targets undefined object or fixture '{r.target}'",
                      r.target_pos or r.pos)
-        hx, hy = _offset_limits(self.decls.get(r.target))
+        refs = {ref for ref, reg in self.refs.items() if reg is r}
+        placed = any(str(a) in refs for atom in self.p.init for a in atom.args[1:])
+        hx, hy = _offset_limits(self.decls.get(r.target), placed)
         for x0, y0, x1, y1 in r.ranges:
             if not all(-hx <= x <= hx for x in (x0, x1)) or not all(-hy <= y <= hy
                                                                   for y in (y0, y1)):
