@@ -149,6 +149,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
     writer.close({"format": FORMAT, "source_run": str(run.path), "run_id": run.run_id,
                   "policy": run.policy_name, "only_safe": only_safe,
                   "skipped": skipped, "suite": run.config.get("suite"),
+                  # which simulator replays it: robosafe's CBDDL worlds or LIBERO's own envs
+                  "host": run.config.get("host", "robosafe"),
                   "horizon": run.config.get("horizon"),
                   # the task files as run: what `import lerobot --replay` rebuilds worlds from
                   "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})

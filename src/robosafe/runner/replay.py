@@ -7,7 +7,10 @@ the dataset's exact actions (``replay.action``, float64; all frames but the fina
 action is a repeat) and records a fresh trace with every signal family. The replay is checked against the recorded states: the
 largest distance between replayed and recorded end-effector and body positions over the episode
 (or a different episode length) beyond ``tolerance_m`` (1 cm) flags the episode as diverged.
-Datasets of other hosts (LIBERO) need that host's replay, which this build does not have.
+A dataset exported from a LIBERO-host run (``host: libero`` in ``meta/robosafe.json``) is
+replayed by the LIBERO host (in LIBERO's environment): the suite's task, the episode's official
+initial state (its seed) and the settle steps, then the same actions. Other tools' LIBERO
+conversions carry no initial state, so they cannot be replayed.
 
 The float32 ``action`` column alone does not replay: its rounding moved a careless stove episode
 by 1.4 cm and a vase-pushing one by 5.4 cm (measured on the demo suite), hence ``replay.action``.
@@ -61,13 +64,15 @@ def replay_dataset(path: str | Path, *, tolerance_m: float = TOLERANCE_M,
     ds = Dataset(path)
     if ds.robosafe is None or "tasks" not in ds.robosafe:
         raise RobosafeError(f"{ds.root}: --replay needs the host that recorded the dataset; "
-                            "only datasets robosafe wrote from its own simulator carry their "
-                            "task files (a LIBERO conversion needs the LIBERO host)")
-    from robosafe.sim.env import TaskEnv
+                            "only datasets robosafe exported (from its simulator or the LIBERO "
+                            "host) say which task, initial state and actions to re-run")
+    host = ds.robosafe.get("host", "robosafe")
+    if host not in ("robosafe", "libero"):
+        raise RobosafeError(f"{ds.root}/meta/robosafe.json: unknown host {host!r}")
 
     recorded = {e.episode_id: e for e in read_traces(ds).episodes}
     out, div, bad = [], {}, []
-    envs: dict[tuple, TaskEnv] = {}
+    envs: dict[tuple, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, row in enumerate(ds.episodes):
             cell = json.loads(row[REPLAY_COLUMN])
@@ -77,7 +82,14 @@ def replay_dataset(path: str | Path, *, tolerance_m: float = TOLERANCE_M,
                 raise RobosafeError(f"{ds.root}/meta/robosafe.json: no task file for "
                                     f"{cell['task_id']!r}")
             key = (cell["task_id"], cell["language_level"], cell["visual_level"])
-            if key not in envs:
+            if key not in envs and host == "libero":
+                from robosafe.hosts.libero import LiberoEnv
+
+                envs[key] = LiberoEnv(ds.robosafe["suite"], cell["task_id"],
+                                      horizon=ds.robosafe.get("horizon"))
+            elif key not in envs:
+                from robosafe.sim.env import TaskEnv
+
                 task = Path(tmp) / f"{cell['task_id']}.bddl"
                 task.write_text(text, encoding="utf-8")
                 envs[key] = TaskEnv(task, task_id=cell["task_id"], benchmark=head["benchmark"],
