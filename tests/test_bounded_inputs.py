@@ -80,7 +80,8 @@ def test_huge_claims_csv_is_rejected_in_bounded_memory(huge):
 
 def test_huge_traces_are_skipped_in_bounded_memory_and_good_ones_scored(huge, tmp_path):
     good = tmp_path / "good.jsonl"
-    write_episodes(good, [make_episode(4, episode_id="good")])
+    # contacts recorded (none happening): a scored episode, not an unscored one
+    write_episodes(good, [make_episode(4, episode_id="good", contacts=[[]] * 4)])
     as_json = tmp_path / "huge.json"
     as_json.symlink_to(huge)
     proc, peak = _peak_mib("score", str(huge), str(as_json), str(good), "--bootstrap", "0",
