@@ -176,6 +176,23 @@ def test_binary_greedy_equals_the_state_dp(T, S):
     assert np.array_equal(C._state_dp_binary(T, S), C._state_dp(T, S, 1))
 
 
+@pytest.mark.parametrize("T,S,R,l_max", [(3, 4, 2, 5), (4, 5, 3, 17), (2, 30, 4, 49),
+                                         (7, 3, 1, 0), (5, 6, 5, 40)])
+def test_state_dp_for_small_gaps_is_the_head_of_the_full_table(T, S, R, l_max):
+    """Partial sums that cannot end in [0, l_max] are dropped: exact, not an approximation."""
+    assert np.array_equal(C._state_dp(T, S, R, l_max=l_max), C._state_dp(T, S, R)[:l_max + 1])
+    assert np.array_equal(C._state_dp(T, S, R, lo_cap=6, l_max=l_max),
+                          C._state_dp(T, S, R, lo_cap=6)[:l_max + 1])
+
+
+@pytest.mark.parametrize("T,S,R", [(3, 10, 5), (4, 8, 4)])
+def test_cutoff_table_with_many_score_levels_matches_definitions(T, S, R):
+    """R = 4-5 (CALVIN-like chains) is where the pruned state DP does most of its work."""
+    le, lf = ref_cutoffs(T, S, R, 0.05)
+    tab = C.cutoff_table(T, S, R, 0.05)
+    assert np.array_equal(tab.l_exists, le) and np.array_equal(tab.l_forall, lf)
+
+
 @pytest.mark.parametrize("T,S,R", SMALL)
 def test_q_hi_equals_the_c4_dynamic_program(T, S, R):
     F = ref_paper_dp(T, S, R)

@@ -21,7 +21,10 @@ How Q_hi is computed (same values as the C.4 dynamic program over (u, v), much f
 3. H = (R N - L - D) / 2 where D sums the per-task defects RS - d - 2 n_hi, each in
    [0, 3R - 2]. A DP over tasks on the small state (L, D, X = sum x mod R) storing the least
    cost (ties: least Lo) replaces the (u, v) DP: about 2 RN * 3RT * R states instead of
-   (RN)^2, and 2 R^2 S types per task instead of (RS + 1)^2 transitions. For R = 1 the cost
+   (RN)^2, and 2 R^2 S types per task instead of (RS + 1)^2 transitions. Only one D in 2R
+   is reachable for given (L, X) (d + defect + 2x = RS mod 2R per task), so the compiled DP
+   stores that lattice alone, and partial sums that cannot end at a wanted L are never formed
+   (step 5 wants only small L). For R = 1 the cost
    d^2 is convex along each parity class, so the DP collapses to a greedy merge of sorted
    increments (``_state_dp_binary``), O(T * N) in all.
 4. Evaluating Phi(L, J): states with H <= J give S R (L + 2 H) - c (a suffix max over D);
@@ -44,6 +47,7 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from numba import njit
 
 from robosafe.errors import RobosafeError
 from robosafe.stats.wald import check_design, z_crit
@@ -211,44 +215,90 @@ def _movement_types(S: int, R: int) -> tuple[np.ndarray, ...]:
     return d, x, cost, R * S - d - 2 * n_hi, n_lo
 
 
-def _state_dp(T: int, S: int, R: int, lo_cap: int | None = None) -> np.ndarray:
+def _state_dp(T: int, S: int, R: int, lo_cap: int | None = None,
+              l_max: int | None = None) -> np.ndarray:
     """Least total cost per state (L >= 0, D, X), module doc step 3.
 
     lo_cap None: entries are cost * K + Lo (K = RN + 1), i.e. least cost then least Lo.
     lo_cap = B: an extra last axis Lo = 0..B holds the least cost with exactly that Lo.
+    l_max: only final sums L <= l_max are wanted (step 5 needs few); partial sums that cannot
+    end in [0, l_max] are never formed, which is exact and halves the work.
     """
     d, x, cost, defect, n_lo = _movement_types(S, R)
-    RS, off = R * S, R * S * T
+    RS, RN = R * S, R * S * T
+    l_max = RN if l_max is None else min(int(l_max), RN)
     if lo_cap is None:
-        val, extra = cost * (off + 1) + n_lo, ()
+        val, li, n_extra = cost * (RN + 1) + n_lo, np.zeros_like(n_lo), 1
     else:
         keep = n_lo <= lo_cap
-        d, x, cost, defect, n_lo = d[keep], x[keep], cost[keep], defect[keep], n_lo[keep]
-        val, extra = cost, (lo_cap + 1,)
-    dmax = int(defect.max())
-    F = np.full((2 * off + 1, dmax * T + 1, R, *extra), _INF, dtype=np.int64)
-    first = (off + d, defect, x) + ((n_lo,) if extra else ())
-    np.minimum.at(F, first, val)
-    by_x = [np.flatnonzero(x == r) for r in range(R)]
+        d, x, defect, val, li = d[keep], x[keep], defect[keep], cost[keep], n_lo[keep]
+        n_extra = lo_cap + 1
+    # int32 doubles the SIMD width; it is exact while every finite total and INF + val fit
+    small = T * int(val.max()) < 1 << 29
+    inf = np.int32(1 << 30) if small else _INF
+    F = _state_dp_kernel(d, defect, x, val.astype(inf.dtype), li, T, RS, R, int(defect.max()),
+                         l_max, n_extra, inf)
+    F = np.moveaxis(F, 0, 2).astype(np.int64)       # (X, L, D, Lo) -> (L, D, X, Lo)
+    F[F >= inf] = _INF
+    return F[..., 0] if lo_cap is None else F
+
+
+@njit(cache=True)
+def _state_dp_kernel(d, e, x, val, li, T, RS, R, dmax, l_max, n_lo, inf):  # pragma: no cover
+    """The DP over tasks of ``_state_dp``, fused loops on a sparse-free layout; (X, L, D, Lo) out.
+
+    Every type has d + e + 2x = RS (mod 2R) (defect = RS - d - 2 n_hi, n_hi = x (mod R)), so
+    after k tasks only D = r + 2R m with r = (kRS - L - 2X) mod 2R is reachable: the table
+    stores m, a 2R-fold smaller axis. (m, Lo) is flattened innermost so one type's update of
+    one (X, L) row is a contiguous min-plus of two rows, which LLVM vectorises.
+    """
+    off, nD, P = RS * T, dmax * T + 1, 2 * R
+    nM, nL = dmax * T // P + 2, 2 * off + 1
+    W = nM * n_lo
+    F = np.full((R, nL, W), inf, dtype=val.dtype)
+    for i in range(len(d)):
+        j = ((e[i] - (RS - d[i] - 2 * x[i]) % P) // P) * n_lo + li[i]
+        F[x[i], off + d[i], j] = min(F[x[i], off + d[i], j], val[i])
     for k in range(1, T):
-        lo, hi, nd = off - k * RS, off + k * RS + 1, dmax * k + 1
-        G = np.full_like(F, _INF)
-        for r, idx in enumerate(by_x):
-            src = F[lo:hi, :nd]
-            if r:
-                src = np.roll(src, r, axis=2)
-            for i in idx:
-                di, ei = int(d[i]), int(defect[i])
-                if extra:
-                    li = int(n_lo[i])
-                    dst = G[lo + di:hi + di, ei:ei + nd, :, li:]
-                    np.minimum(dst, src[..., :extra[0] - li] + val[i], out=dst)
-                else:
-                    dst = G[lo + di:hi + di, ei:ei + nd]
-                    np.minimum(dst, src + val[i], out=dst)
-        np.minimum(G, _INF, out=G)
+        # partial sums after k tasks that can still end in [0, l_max], and after k + 1
+        slo, shi = max(-k * RS, -(T - k) * RS), min(k * RS, l_max + (T - k) * RS)
+        glo, ghi = max(-(k + 1) * RS, -(T - k - 1) * RS), min((k + 1) * RS,
+                                                               l_max + (T - k - 1) * RS)
+        nm = dmax * k // P + 1
+        G = np.full_like(F, inf)
+        F1, G1 = F.reshape(-1), G.reshape(-1)
+        for i in range(len(d)):
+            di, vi, lo_i = d[i], val[i], li[i]
+            a, b = max(slo, glo - di), min(shi, ghi - di)
+            # r_dst = (r_src + c) mod P, so the m shift is (e - c) / P, plus 1 on wrap-around
+            c = (RS - di - 2 * x[i]) % P
+            base = (e[i] - c) // P
+            for X in range(R):
+                Xt = (X + x[i]) % R
+                r_src = (k * RS - a - 2 * X) % P
+                for L in range(a, b + 1):
+                    sh = (base + (r_src + c >= P)) * n_lo + lo_i
+                    r_src = r_src - 1 if r_src else P - 1
+                    s0 = (X * nL + off + L) * W        # rows of the flat views
+                    g0 = (Xt * nL + off + L + di) * W + sh
+                    if n_lo == 1:
+                        for m in range(nm):
+                            G1[g0 + m] = min(G1[g0 + m], F1[s0 + m] + vi)
+                    else:   # Lo beyond the cap drops out of the table
+                        for m in range(nm):
+                            for lo in range(n_lo - lo_i):
+                                j = m * n_lo + lo
+                                G1[g0 + j] = min(G1[g0 + j], F1[s0 + j] + vi)
         F = G
-    return F[off:]
+    out = np.full((R, l_max + 1, nD, n_lo), inf, dtype=val.dtype)
+    for X in range(R):
+        for L in range(l_max + 1):
+            r = (T * RS - L - 2 * X) % P
+            for m in range(nM):
+                D = r + P * m
+                if D < nD:
+                    out[X, L, D] = F[X, off + L, m * n_lo:(m + 1) * n_lo]
+    return out
 
 
 def _state_dp_binary(T: int, S: int) -> np.ndarray:
@@ -298,19 +348,21 @@ class _Envelope:
 
 
 @lru_cache(maxsize=16)
-def _envelope(T: int, S: int, R: int) -> _Envelope:
+def _envelope(T: int, S: int, R: int, l_max: int | None = None) -> _Envelope:
+    """Suffix / prefix tables of module doc step 4 for gaps L <= l_max (default: all)."""
     RN = R * S * T
     K = RN + 1
     if (S * R * R + R * R * S * S) * T * K >= 1 << 61:
         raise RobosafeError(f"benchmark too large for exact Q_hi (T={T}, S={S}, R={R})")
-    F = _state_dp_binary(T, S) if R == 1 else _state_dp(T, S, R)
+    F = _state_dp_binary(T, S) if R == 1 else _state_dp(T, S, R, l_max=l_max)
+    F = F[:RN + 1 if l_max is None else l_max + 1]
     reach = F < _INF
-    L = np.arange(RN + 1)[:, None, None]
+    L = np.arange(len(F))[:, None, None]
     D = np.arange(F.shape[1])[None, :, None]
     v = np.where(reach, S * R * (RN - L - D) - F // K, _NEG).max(axis=2)
-    suffix = np.full((RN + 1, F.shape[1] + 1), _NEG, dtype=np.int64)
+    suffix = np.full((len(F), F.shape[1] + 1), _NEG, dtype=np.int64)
     suffix[:, :-1] = np.maximum.accumulate(v[:, ::-1], axis=1)[:, ::-1]
-    prefix = np.full((RN + 1, F.shape[1] + 1, R), _INF, dtype=np.int64)
+    prefix = np.full((len(F), F.shape[1] + 1, R), _INF, dtype=np.int64)
     prefix[:, 1:] = np.minimum.accumulate(F, axis=1)
     for a in (suffix, prefix):
         a.setflags(write=False)
@@ -343,7 +395,7 @@ def _sq_hi(env: _Envelope, A: np.ndarray, L: np.ndarray, *,
 def _sq_hi_budgeted(T: int, S: int, R: int, L: np.ndarray, J: np.ndarray) -> np.ndarray:
     """Exact S * Phi(L, J) tracking Lo explicitly (fallback of module doc step 4)."""
     RN = R * S * T
-    F = _state_dp(T, S, R, lo_cap=int(J.max()))
+    F = _state_dp(T, S, R, lo_cap=int(J.max()), l_max=int(L.max()))
     F = np.minimum.accumulate(F, axis=3)            # least cost with Lo <= budget
     c = F[L, :, :, J]                               # (pairs, D, X)
     D = np.arange(F.shape[1])[None, :, None]
@@ -387,7 +439,7 @@ def _last_failure(A: np.ndarray, T: int, S: int, R: int, c: float) -> np.ndarray
     valid = LL <= RN - AA
     fails = np.zeros(AA.shape, dtype=bool)
     if valid.any():
-        sq = _sq_hi(_envelope(T, S, R), AA[valid], LL[valid])
+        sq = _sq_hi(_envelope(T, S, R, top - 1), AA[valid], LL[valid])
         fails[valid] = ~_rejects(LL[valid], sq, S, c)
     return np.where(fails.any(axis=1), top - 1 - np.argmax(fails[:, ::-1], axis=1), 0)
 
