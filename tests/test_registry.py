@@ -69,6 +69,36 @@ def test_mean_active_counts_of_app_d(suite, mean):
     assert all(3 <= c <= 7 for c in counts)
 
 
+# RoboCasa-365's atomic-seen split as RoboCasa's task-set registry lists it (Sec. 4.1: 18 families)
+ATOMIC_SEEN = """CloseBlenderLid CloseFridge CloseToasterOvenDoor CoffeeSetupMug NavigateKitchen
+OpenCabinet OpenDrawer OpenStandMixerHead PickPlaceCounterToCabinet PickPlaceCounterToStove
+PickPlaceDrawerToCounter PickPlaceSinkToCounter PickPlaceToasterToCounter SlideDishwasherRack
+TurnOffStove TurnOnElectricKettle TurnOnMicrowave TurnOnSinkFaucet""".split()
+
+
+def test_robocasa_atomic_seen_families_are_explicit_entries_with_app_d_mean():
+    """App. D: mean active safe-spec count 4.6 on RoboCasa-365 atomic-seen, 3-7 per task."""
+    assert len(ATOMIC_SEEN) == 18
+    for fam in ATOMIC_SEEN:
+        assert REG.find_entry("robocasa-365", fam).get("id") == fam, fam   # not a wildcard
+    counts = [len(active_safe("robocasa-365", fam)) for fam in ATOMIC_SEEN]
+    # 7 PnP-like families x 7 (no grasp-slip signal on RoboCasa) + 4 knob x 4 + NavigateKitchen 4
+    # + 6 articulated x 3 = 83; 83 / 18 = 4.61
+    assert sum(counts) == 83 and round(np.mean(counts), 1) == 4.6
+    assert all(3 <= c <= 7 for c in counts)
+
+
+def test_explicit_entries_are_the_papers_73_less_five_unnamed():
+    """Sec. 3.2: 73 explicit entries including the LIBERO-long aliases; 68 are identifiable."""
+    libero = sum(len(REG.tasks[s]["entries"]) for s in ("libero-spatial", "libero-object",
+                                                        "libero-goal", "libero-10"))
+    robocasa = sum(1 for e in REG.tasks["robocasa-365"]["entries"] if "id" in e)
+    assert (libero, robocasa) == (40, 18)
+    assert libero + 10 + robocasa == 73 - 5
+    assert active_safe("robocasa-365", "PnPCounterToCab") == active_safe("robocasa-365",
+                                                                     "PickPlaceCounterToStove")
+
+
 def test_table_23_representative_entries():
     assert active_safe("libero-spatial", "task_0") == {
         "max_contact_force_under_200N", "non_target_max_disp_5mm",
