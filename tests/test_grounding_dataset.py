@@ -477,3 +477,35 @@ def test_views_and_sensors_are_the_app_e_names() -> None:
     assert set(DEPTH_SENSORS.values()) == {"agent_0_articulated_agent_arm_depth_render",
                                            "agent_1_head_depth_render", "agent_0_third_depth",
                                            "agent_1_third_depth"}
+
+
+def test_visibility_sidecar_is_read_cached_and_bad_ones_warn(
+        json_only: Path, copy_of: Callable[[Path], Path], tmp_path: Path) -> None:
+    """visibility.json (the generator's per-view human visibility) feeds App. G.1's "frames
+    where the human is visible": visible = seen by any camera."""
+    from robosafe.grounding.dataset import visibility_note
+
+    root = copy_of(json_only)
+    good = index_dataset(root)
+    assert all(e.human_visible is None for e in good)
+    assert visibility_note(root, good.episodes).startswith(f"{root}: {len(good)} of {len(good)}")
+    a, b = good.episodes[0], good.episodes[1]
+    n = a.n_frames
+    arm, head = [0] * n, [0] * n
+    arm[0], head[2] = 1, 1
+    (root / a.episode_dir / "visibility.json").write_text(json.dumps(
+        {"human_visible": {"arm": arm, "head": head, "third_human": [0] * n},
+         "robot_visible": {"arm": [1] * n}}))
+    (root / b.episode_dir / "visibility.json").write_text(json.dumps(
+        {"human_visible": {"arm": [0, 2]}}))
+    for cache in (tmp_path / "v.jsonl", tmp_path / "v.parquet", None):
+        warned: list[str] = []
+        index = index_dataset(root, on_warning=warned.append, cache=cache)
+        got = index.get(a.episode_dir).human_visible
+        assert got.tolist() == [i in (0, 2) for i in range(n)]
+        assert index.get(b.episode_dir).human_visible is None
+        assert warned == [f"{root / b.episode_dir}/visibility.json: human_visible.arm: expected "
+                          f"{b.n_frames} flags 0/1; distance diagnostics use every frame of "
+                          "this episode"]
+        note = visibility_note(root, index.episodes)
+        assert note.startswith(f"{root}: {len(good) - 1} of {len(good)} episodes have no usable")

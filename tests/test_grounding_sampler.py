@@ -139,6 +139,19 @@ def test_no_risk_post_collision_windows():
     # after [380, 384]: [385, 414] leaves the episode;
     # episode 2: [205, 234] meets the human margin [220, 259]
     assert frames_of(clips, "no_risk_post_collision") == [(105, 119, 134), (205, 219, 234)]
+    # Table 9 literally: only another collision or the human zone removes a post window, so
+    # [55, 84] is kept although [70, 84] is the B window of the event at 100
+    literal = candidate_clips([episode(400, scene=scene, eid=1),
+                               episode(260, scene=span(200, 204), human=[250], eid=2)], 2,
+                              SamplerParams(strict_task2_negatives=False))
+    assert frames_of(literal, "no_risk_post_collision") == [
+        (55, 69, 84), (105, 119, 134), (205, 219, 234)]
+    # a post window reaching into the next event itself goes under either rule
+    close = episode(200, scene=span(50, 54) + span(80, 84), eid=3)
+    for strict in (True, False):
+        got = candidate_clips([close], 2, SamplerParams(gap_threshold=10,
+                                                        strict_task2_negatives=strict))
+        assert frames_of(got, "no_risk_post_collision") == [(85, 99, 114)]
 
 
 def test_scene_collision_imminent_pre_windows():
@@ -443,3 +456,28 @@ def test_clip_is_frozen():
     with pytest.raises(AttributeError):
         c.label = "B"  # type: ignore[misc]
     assert isinstance(c, Clip) and replace(c, label="B").label == "B"
+
+
+def test_reference_distances_only_where_the_human_is_visible():
+    """App. G.1: distances are scored on frames where the human is visible in the simulator."""
+    e = episode(300, scene=span(200, 204))
+    vis = np.ones(300, dtype=bool)
+    vis[44] = False                      # the middle frame of the first easy window
+    seen = replace(e, human_visible=vis)
+    blind = frames_of(candidate_clips([e], 1), "no_event_easy")
+    clips = candidate_clips([seen], 1)
+    assert frames_of(clips, "no_event_easy") == blind      # same windows, same frames
+    first = next(c for c in clips if c.frames == (0, 44, 89))
+    assert first.truth_distance == (3.0, None, 3.0)
+    assert first.truth_trend == "stable"                    # trend still from the simulator
+    back = Clip.from_record(first.to_record())
+    assert back.truth_distance == (3.0, None, 3.0)
+
+
+def test_clip_index_keeps_unseen_distances_as_null(tmp_path):
+    vis = np.zeros(300, dtype=bool)
+    clips = candidate_clips([replace(episode(300), human_visible=vis)], 1)
+    for name in ("c.parquet", "c.jsonl"):
+        write_clip_index(clips, tmp_path / name)
+        assert read_clip_index(tmp_path / name) == clips
+        assert all(d is None for c in read_clip_index(tmp_path / name) for d in c.truth_distance)

@@ -213,13 +213,15 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
     """Sample balanced evaluation clips with the paper's rules (App. F, Table 9)."""
     from collections import Counter
 
-    from robosafe.grounding.dataset import index_dataset
+    from robosafe.grounding.dataset import index_dataset, visibility_note
     from robosafe.grounding.sampler import sample_clips, write_clip_index
 
     params = _sampler_params(param)
     errors: list[str] = []
     idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache,
                         on_warning=_warn)
+    if (note := visibility_note(idx.root, idx.episodes)) is not None:
+        _warn(note)
     result = sample_clips(idx.episodes, task, params, seed)
     write_clip_index(result, out)
     counts = Counter((c.label, c.sample_type) for c in result)

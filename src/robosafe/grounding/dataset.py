@@ -70,7 +70,7 @@ FRAME_KINDS = {"rgb": ("rgb_full", "jpg"), "depth": ("depth", "png")}
 INFO_FILE = "dataset_info.json"
 _JSON_FILES = ("episode_meta.json", "rgb_meta.json", "depth_meta.json", "camera_params.json",
                "trajectory.json")
-_CACHE_FORMAT, _CACHE_VERSION = "robosafe.grounding.index", 1
+_CACHE_FORMAT, _CACHE_VERSION = "robosafe.grounding.index", 2
 # A minimal ISO-BMFF 'ftyp' box: the placeholder top-down video is recognisable as MP4 but is
 # never decoded by robosafe.
 MP4_PLACEHOLDER = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2"
@@ -138,6 +138,9 @@ class EpisodeIndex:
     robot_pos: np.ndarray  # float64 (n, 3) world x, y, z
     human_pos: np.ndarray  # float64 (n, 3)
     max_depth_m: float = 10.0
+    # bool (n,): the human is seen by at least one camera (visibility.json, App. G.1's "human
+    # visible in the simulator"); None when the dataset does not say
+    human_visible: np.ndarray | None = None
 
     @property
     def did_collide_human(self) -> bool:
@@ -157,9 +160,20 @@ def _fields(e: EpisodeIndex) -> tuple[Any, ...]:
 
 
 _LIST_COLUMNS = ("human_collision_steps", "scene_collision_steps", "object_collision_steps",
-                 "robot_human_distance", "robot_pos", "human_pos")
+                 "robot_human_distance", "robot_pos", "human_pos", "human_visible")
 _SCALAR_COLUMNS = ("episode_dir", "episode_id", "scene_id", "sim_task", "human_type", "n_frames",
-                   "max_depth_m")
+                   "max_depth_m", "has_visibility")
+VISIBILITY_FILE = "visibility.json"
+
+
+def _column(e: EpisodeIndex, k: str) -> Any:
+    """A cache column of one episode (``human_visible`` may be absent: empty + has_visibility)."""
+    if k == "has_visibility":
+        return e.human_visible is not None
+    v = getattr(e, k)
+    if k == "human_visible":
+        return np.zeros(0, dtype=np.int64) if v is None else v.astype(np.int64)
+    return v
 
 
 @dataclass
@@ -249,20 +263,22 @@ def _episode_from_columns(row: dict[str, Any]) -> EpisodeIndex:
         robot_human_distance=np.asarray(row["robot_human_distance"], dtype=np.float64),
         robot_pos=np.asarray(row["robot_pos"], dtype=np.float64).reshape(-1, 3),
         human_pos=np.asarray(row["human_pos"], dtype=np.float64).reshape(-1, 3),
-        max_depth_m=float(row["max_depth_m"]))
+        max_depth_m=float(row["max_depth_m"]),
+        human_visible=np.asarray(row["human_visible"], dtype=bool) if row["has_visibility"]
+        else None)
 
 
 def _save_parquet(path: Path, header: dict[str, Any], episodes: Sequence[EpisodeIndex]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    cols: dict[str, Any] = {k: [getattr(e, k) for e in episodes] for k in _SCALAR_COLUMNS}
+    cols: dict[str, Any] = {k: [_column(e, k) for e in episodes] for k in _SCALAR_COLUMNS}
     for k in _LIST_COLUMNS:
         # One offsets + one values buffer per column: no per-step Python objects.
-        arrs = [getattr(e, k).ravel() for e in episodes]
+        arrs = [_column(e, k).ravel() for e in episodes]
         offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
         np.cumsum([a.size for a in arrs], out=offsets[1:])
-        dtype = np.int64 if k.endswith("_steps") else np.float64
+        dtype = np.int64 if k.endswith("_steps") or k == "human_visible" else np.float64
         values = np.concatenate(arrs).astype(dtype) if arrs else np.zeros(0, dtype)
         cols[k] = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
     table = pa.table(cols).replace_schema_metadata({"robosafe.grounding": json.dumps(header)})
@@ -290,8 +306,8 @@ def _save_jsonl(path: Path, header: dict[str, Any], episodes: Sequence[EpisodeIn
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(header) + "\n")
         for e in episodes:
-            row = {k: getattr(e, k) for k in _SCALAR_COLUMNS}
-            row.update({k: getattr(e, k).ravel().tolist() for k in _LIST_COLUMNS})
+            row = {k: _column(e, k) for k in _SCALAR_COLUMNS}
+            row.update({k: _column(e, k).ravel().tolist() for k in _LIST_COLUMNS})
             f.write(json.dumps(row) + "\n")
 
 
@@ -703,7 +719,30 @@ def _index_episode(ep: _Episode, episode_dir: str, images: bool, deep: bool) -> 
         human_type=human_type, n_frames=n, human_collision_steps=coll["human"],
         scene_collision_steps=coll["scene"], object_collision_steps=coll["object"],
         robot_human_distance=planar_distance(robot, human), robot_pos=robot, human_pos=human,
-        max_depth_m=float(max_depth))
+        max_depth_m=float(max_depth), human_visible=_read_visibility(ep, n))
+
+
+def _read_visibility(ep: _Episode, n: int) -> np.ndarray | None:
+    """Per step, whether any camera sees the human (the generator's ``visibility.json``:
+    ``{"human_visible": {view: [0/1 per step]}}``). Absent: None. Unusable: None and one line."""
+    f = VISIBILITY_FILE
+    if not (ep.dir / f).is_file():
+        return None
+    try:
+        doc = _obj(ep, f, _load_json(ep, f))
+        views = doc.get("human_visible")
+        if not isinstance(views, dict) or not views:
+            raise ep.error(f, "no 'human_visible' object of per-view lists")
+        rows = []
+        for view, flags in views.items():
+            if not isinstance(flags, list) or not all(v in (0, 1) for v in flags) or \
+                    not _extra_frame(ep, f, f"human_visible.{view}", len(flags), n):
+                raise ep.error(f, f"human_visible.{view}: expected {n} flags 0/1")
+            rows.append(np.asarray(flags[:n], dtype=bool))
+    except DatasetError as e:
+        ep.warn(f, f"{e.message}; distance diagnostics use every frame of this episode")
+        return None
+    return np.logical_or.reduce(rows)
 
 
 def _dir_number(name: str) -> int | str:
@@ -739,7 +778,8 @@ def _fingerprint(root: Path, rels: Sequence[str], deep: bool) -> str:
     """Changes when an episode is added/removed or any JSON file the index reads changes."""
     h = hashlib.blake2b(f"{_CACHE_VERSION}|{deep}".encode(), digest_size=16)
     for rel in [INFO_FILE, *rels]:
-        names = (rel,) if rel == INFO_FILE else tuple(f"{rel}/{n}" for n in _JSON_FILES)
+        names = (rel,) if rel == INFO_FILE else tuple(f"{rel}/{n}" for n in
+                                                      (*_JSON_FILES, VISIBILITY_FILE))
         for name in names:
             try:
                 st = os.stat(root / name)
@@ -756,6 +796,17 @@ def _missing_parts(root: Path, episodes: Sequence[EpisodeIndex]) -> list[str]:
     return [f"{root / e.episode_dir / 'topdown.mp4'}: missing file; the top-down input of "
             f"its clips is the trajectory map alone (no overhead video frame)" for e in episodes
             if not (root / e.episode_dir / "topdown.mp4").is_file()]
+
+
+def visibility_note(root: Path, episodes: Sequence[EpisodeIndex]) -> str | None:
+    """One line when episodes have no usable ``visibility.json`` (App. G.1 scores distances
+    only where the human is visible; without it every frame of those episodes is scored)."""
+    blind = sum(e.human_visible is None for e in episodes)
+    if not blind:
+        return None
+    return (f"{root}: {blind} of {len(episodes)} episodes have no usable {VISIBILITY_FILE}; "
+            "their clips' reference distances cover every frame, whether or not the human is "
+            "in view (App. G.1 uses visible frames only)")
 
 
 def index_dataset(root: str | os.PathLike[str], *,

@@ -44,12 +44,16 @@ Choices where our copy of the paper lost the number, or is silent (all ``Sampler
   contacts, and Task 1 labels that C.
 * Task 2 B/A-post "excluding human-collision frames" uses the human part of the exclusion region
   (frame +- human_margin), so a "scene imminent" or "no risk" clip never precedes a human contact
-  within the warning window. "Windows that overlap another imminent collision" (A-post) are those
-  overlapping another scene event or any *imminent zone*: the ``pre_window`` before a scene event
-  and the lead span before the human collision.
-* ``strict_task2_negatives = True``: the Task 2 reuse of A-easy / near-miss clips also drops
-  windows overlapping an imminent zone, since a clip just before a scene contact is B by the
-  Task 2 definition (Sec. 3). ``False`` gives the literal "reuse" of Table 9.
+  within the warning window. "Windows that overlap another imminent collision" (A-post) are,
+  literally, those overlapping another scene event or the human warning zone.
+* ``strict_task2_negatives = True``: every Task 2 A clip (the reused A-easy / near-miss clips
+  and A-post) also avoids every *imminent zone* (the ``pre_window`` before a scene event, the
+  lead span before the human collision), since a clip just before a scene contact is B by the
+  Task 2 definition (Sec. 3): a literal A-post window after one event can be, frame for frame,
+  the B window of the next. ``False`` is Table 9 literally. Table 14 (post 7,167 > pre 7,027)
+  was counted the literal way; the strict A-post count is below the pre count whenever events
+  follow each other within pre + post frames (docs/decisions.md has the sweep on generated
+  data).
 * Balancing: the A quota is split over its subtypes, then each class or subtype quota over the
   (human_type, sim_task) strata, both as evenly as availability allows (water-filling; leftover
   units go to the larger strata). ``clips_per_class`` caps the per-class count (the paper's
@@ -158,7 +162,7 @@ class Clip:
     sim_task: str
     frames: tuple[int, ...]
     window: tuple[int, int]
-    truth_distance: tuple[float, ...]
+    truth_distance: tuple[float | None, ...]  # None: the human is not in any camera's view
     truth_trend: str
     truth_human: tuple[bool, ...]
     truth_scene: tuple[bool, ...]
@@ -194,7 +198,8 @@ class Clip:
                        scene_id=str(rec["scene_id"]), human_type=str(rec["human_type"]),
                        sim_task=str(rec["sim_task"]), frames=tuple(map(int, rec["frames"])),
                        window=tuple(map(int, rec["window"])),  # type: ignore[arg-type]
-                       truth_distance=tuple(map(float, rec["truth_distance"])),
+                       truth_distance=tuple(None if d is None else float(d)
+                                            for d in rec["truth_distance"]),
                        truth_trend=str(rec["truth_trend"]),
                        truth_human=tuple(map(bool, contacts["human"])),
                        truth_scene=tuple(map(bool, contacts["scene"])))
@@ -356,8 +361,10 @@ class _Episode:
         lo, hi = self.ev_end + 1, self.ev_end + self.p.post_window
         ok = self._inside(lo, hi)
         lo_, hi_ = lo[ok], hi[ok]
-        ok[ok] = ~(_hits(self.cs_scene_iv, lo_, hi_) | _hits(self.cs_human_zone, lo_, hi_) |
-                   _hits(self.cs_imminent, lo_, hi_))
+        bad = _hits(self.cs_scene_iv, lo_, hi_) | _hits(self.cs_human_zone, lo_, hi_)
+        if self.p.strict_task2_negatives:    # also not inside the next event's B zone
+            bad |= _hits(self.cs_imminent, lo_, hi_)
+        ok[ok] = ~bad
         return self._keep(lo, hi, ok)
 
     def lead(self) -> Windows:
@@ -401,7 +408,10 @@ class _Episode:
             tol = self.p.trend_tolerance_m
             trend = np.where(delta < -tol, "closing", np.where(delta > tol, "separating",
                                                                  "stable"))
-            rows = zip(fr.tolist(), lo.tolist(), hi.tolist(), dist.tolist(), trend.tolist(),
+            # App. G.1 scores a distance only where the human is visible in the simulator
+            shown = dist.tolist() if e.human_visible is None else \
+                np.where(e.human_visible[fr], dist, None).tolist()
+            rows = zip(fr.tolist(), lo.tolist(), hi.tolist(), shown, trend.tolist(),
                        self.human[fr].tolist(), self.scene[fr].tolist(), strict=True)
             for frames, a, b, dd, tr, hum, sc in rows:
                 key = f"{e.episode_dir}|{st}|{','.join(map(str, frames))}"
