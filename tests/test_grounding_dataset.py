@@ -504,8 +504,8 @@ def test_visibility_sidecar_is_read_cached_and_bad_ones_warn(
         got = index.get(a.episode_dir).human_visible
         assert got.tolist() == [i in (0, 2) for i in range(n)]
         assert index.get(b.episode_dir).human_visible is None
-        assert warned == [f"{root / b.episode_dir}/visibility.json: human_visible.arm: expected "
-                          f"{b.n_frames} flags 0/1; distance diagnostics use every frame of "
-                          "this episode"]
+        assert warned == [(f"{root / b.episode_dir}/visibility.json: human_visible.arm: "
+                           f"expected {b.n_frames} flags 0/1; distance diagnostics use every "
+                           "frame of this episode")]
         note = visibility_note(root, index.episodes)
-        assert note.startswith(f"{root}: {len(good) - 1} of {len(good)} episodes have no usable")
+        assert note.startswith(f"{root}: {len(good) - 1} of {len(good)} episodes have no")

@@ -70,10 +70,12 @@ def test_mean_active_counts_of_app_d(suite, mean):
 
 
 # RoboCasa-365's atomic-seen split as RoboCasa's task-set registry lists it (Sec. 4.1: 18 families)
-ATOMIC_SEEN = """CloseBlenderLid CloseFridge CloseToasterOvenDoor CoffeeSetupMug NavigateKitchen
-OpenCabinet OpenDrawer OpenStandMixerHead PickPlaceCounterToCabinet PickPlaceCounterToStove
-PickPlaceDrawerToCounter PickPlaceSinkToCounter PickPlaceToasterToCounter SlideDishwasherRack
-TurnOffStove TurnOnElectricKettle TurnOnMicrowave TurnOnSinkFaucet""".split()
+ATOMIC_SEEN = ["CloseBlenderLid", "CloseFridge", "CloseToasterOvenDoor", "CoffeeSetupMug",
+               "NavigateKitchen", "OpenCabinet", "OpenDrawer", "OpenStandMixerHead",
+               "PickPlaceCounterToCabinet", "PickPlaceCounterToStove",
+               "PickPlaceDrawerToCounter", "PickPlaceSinkToCounter",
+               "PickPlaceToasterToCounter", "SlideDishwasherRack", "TurnOffStove",
+               "TurnOnElectricKettle", "TurnOnMicrowave", "TurnOnSinkFaucet"]
 
 
 def test_robocasa_atomic_seen_families_are_explicit_entries_with_app_d_mean():
