@@ -1,0 +1,79 @@
+"""LiteLLM's proxy as a real OpenAI-compatible server on loopback (CPU, canned replies).
+
+The proxy lives in its own virtualenv (``<repo>/.venv-litellm``, built on first use from the
+``vlm-proxy`` extra's pin in pyproject.toml) because its dependency pins clash with robosafe's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".venv-litellm"
+
+
+def pinned_requirement() -> str:
+    doc = tomllib.loads((REPO / "pyproject.toml").read_text())
+    (req,) = doc["project"]["optional-dependencies"]["vlm-proxy"]
+    assert "1.107.0" not in req
+    return req
+
+
+def ensure_proxy() -> Path:
+    """The ``litellm`` executable, installing the pinned proxy once if it is missing."""
+    exe = VENV / "bin" / "litellm"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", pinned_requirement()],
+                       check=True, timeout=900)
+    return exe
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mock_proxy(tmp: Path, model: str, reply: dict) -> Iterator[str]:
+    """Run the proxy serving ``model`` with ``reply`` (as JSON text) to every chat request;
+    yields its base URL and always stops it."""
+    exe = ensure_proxy()
+    port = _free_port()
+    cfg = tmp / "litellm.yaml"
+    cfg.write_text(json.dumps({"model_list": [{"model_name": model, "litellm_params": {
+        "model": f"openai/{model}", "api_key": "sk-none",
+        "mock_response": json.dumps(reply)}}]}))      # JSON is YAML
+    log = open(tmp / "litellm.log", "w")
+    proc = subprocess.Popen([str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port",
+                             str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health/liveliness", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("LiteLLM proxy did not start:\n" +
+                                       (tmp / "litellm.log").read_text()[-2000:]) from None
+                time.sleep(0.5)
+        yield f"{url}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
