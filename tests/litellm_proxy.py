@@ -54,26 +54,28 @@ def mock_proxy(tmp: Path, model: str, reply: dict) -> Iterator[str]:
     cfg.write_text(json.dumps({"model_list": [{"model_name": model, "litellm_params": {
         "model": f"openai/{model}", "api_key": "sk-none",
         "mock_response": json.dumps(reply)}}]}))      # JSON is YAML
-    log = open(tmp / "litellm.log", "w")
-    proc = subprocess.Popen([str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port",
-                             str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health/liveliness", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("LiteLLM proxy did not start:\n" +
-                                       (tmp / "litellm.log").read_text()[-2000:]) from None
-                time.sleep(0.5)
-        yield f"{url}/v1"
-    finally:
-        proc.terminate()
+    with open(tmp / "litellm.log", "w") as log:
+        proc = subprocess.Popen([str(exe), "--config", str(cfg), "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                                cwd=tmp)
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            yield _wait_ready(proc, f"http://127.0.0.1:{port}", tmp / "litellm.log")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> str:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health/liveliness", timeout=2):
+                return f"{url}/v1"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("LiteLLM proxy did not start:\n" +
+                                   log.read_text()[-2000:]) from None
+            time.sleep(0.5)

@@ -386,6 +386,31 @@ def test_agents_in_any_order_parse_like_the_fast_path(
     assert not after.errors and after.episodes == before.episodes
 
 
+def test_other_agent_id_spellings_are_read_with_one_warning_each(
+        json_only: Path, copy_of: Callable[[Path], Path]) -> None:
+    root = copy_of(json_only)
+    before = index_dataset(root)
+    a, b = before.episodes[0], before.episodes[1]
+
+    def respell(doc: dict) -> None:   # agent_0 -> {"agent_id": "robot"}, agent_1 -> 1
+        for step in doc["trajectory"]:
+            r, h = step["agents"]
+            r["agent_id"] = "robot"
+            del r["id"]
+            h["id"] = 1
+    _edit_json(root / a.episode_dir / "trajectory.json", respell)
+    _edit_json(root / b.episode_dir / "trajectory.json",
+               lambda d: [s["agents"][0].update(id="wheelbarrow") for s in d["trajectory"]])
+    warned: list[str] = []
+    after = index_dataset(root, on_warning=warned.append)
+    assert after.get(a.episode_dir) == a            # same positions, same labels
+    t = f"{root / a.episode_dir}/trajectory.json"
+    assert warned == [f"{t}: agent agent_id 'robot' read as id 'agent_0' (robot)",
+                      f"{t}: agent id 1 read as id 'agent_1' (humanoid)"]
+    [err] = after.errors                             # an unknown id is still an error
+    assert err.episode_dir == b.episode_dir and "no 'agent_0' (robot) record" in str(err)
+
+
 def test_camera_params_field_order_does_not_matter(
         json_only: Path, copy_of: Callable[[Path], Path]) -> None:
     root = copy_of(json_only)

@@ -105,6 +105,7 @@ class _Episode:
     def __init__(self, root: Path, rel: str):
         self.root, self.rel, self.dir = root, rel, root / rel
         self.warnings: list[str] = []
+        self.notes: set[str] = set()   # warnings already given (one line per kind)
 
     def warn(self, file: str, message: str) -> None:
         """A deviation read anyway (the episode stays in the index); one line naming the file."""
@@ -501,7 +502,7 @@ def _steps_checked(ep: _Episode, steps: list[Any]) -> _Steps:
             if len(p) != 3 or not all(isinstance(x, int | float) and not isinstance(x, bool)
                                       for x in p):
                 raise ep.error(f, f"{w}.agents[{j}].position must be 3 numbers, got {p!r:.60}")
-            pos[_get(ep, f, a, "id", str, f"{w}.agents[{j}]")] = p
+            pos[_agent_id(ep, f, a, f"{w}.agents[{j}]")] = p
         for aid, role in ((ROBOT_ID, "robot"), (HUMAN_ID, "humanoid")):
             if aid not in pos:
                 raise ep.error(f, f"{w}.agents: no {aid!r} ({role}) record")
@@ -514,6 +515,35 @@ def _steps_checked(ep: _Episode, steps: list[Any]) -> _Steps:
                 raise ep.error(f, f"{w}.collisions.{key} must be >= 0, got {v}")
             arr[t] = v
     return robot, human, hum, obj, scene
+
+
+@lru_cache(maxsize=1)
+def _agent_spellings() -> tuple[tuple[str, ...], dict[str, str]]:
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).with_name("data") / "agent_ids.yaml").read_text())
+    return tuple(doc["id_keys"]), {str(v).lower(): k for k, vs in doc["ids"].items()
+                                   for v in vs}
+
+
+def _agent_id(ep: _Episode, f: str, a: dict[str, Any], where: str) -> str:
+    """The App. E id of an agent record, reading other spellings of its key or value (data
+    file ``agent_ids.yaml``) with one warning line per episode and spelling."""
+    keys, ids = _agent_spellings()
+    key = next((k for k in keys if k in a), None)
+    if key is None:
+        raise ep.error(f, f"{where}: no agent id (one of {', '.join(keys)})")
+    raw = a[key]
+    if not isinstance(raw, str | int) or isinstance(raw, bool):
+        raise ep.error(f, f"{where}.{key}: expected a string, got {raw!r:.40}")
+    canon = ids.get(str(raw).lower(), str(raw))
+    if (key, raw) != ("id", canon):
+        note = (f"agent {key} {raw!r} read as id {canon!r} "
+                f"({'robot' if canon == ROBOT_ID else 'humanoid'})")
+        if canon in (ROBOT_ID, HUMAN_ID) and note not in ep.notes:
+            ep.notes.add(note)
+            ep.warn(f, note)
+    return canon
 
 
 def _steps(k: int) -> str:
