@@ -27,14 +27,18 @@ def _min_distance(ep, geoms_a, geoms_b) -> float:
                for a in geoms_a for b in geoms_b)
 
 
-@pytest.fixture(scope="module")
-def simulated():
+@pytest.fixture(scope="module", params=["spot", "primitive"])
+def simulated(request):
+    """The same seeded plans with the real Spot model and with the primitive robot."""
+    from dataclasses import replace
+
     from robosafe.sim.render import ensure_gl_backend
 
     ensure_gl_backend()
-    return [simulate(np.random.default_rng([CONFIG.seed, i]), human_type=ht, sim_task=task,
-                     scene_id=sid, episode_id=eid, config=CONFIG)
-            for i, (ht, task, sid, eid) in enumerate(episode_plan(CONFIG))]
+    config = replace(CONFIG, robot=request.param)
+    return [simulate(np.random.default_rng([config.seed, i]), human_type=ht, sim_task=task,
+                     scene_id=sid, episode_id=eid, config=config)
+            for i, (ht, task, sid, eid) in enumerate(episode_plan(config))]
 
 
 def test_labels_agree_with_the_simulator_state(simulated):

@@ -121,6 +121,9 @@ def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E
              max_steps: int = typer.Option(600, "--max-steps", min=10,
                                            help="Steps per episode at 30 Hz (an episode ends "
                                                 "earlier at its first human contact)."),
+             robot: str = typer.Option("spot", "--robot",
+                                       help="spot (Boston Dynamics Spot + arm meshes, as "
+                                            "robosuite ships them) or primitive."),
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Simulate human-robot co-presence episodes in MuJoCo; labels come from its contacts."""
     from dataclasses import asdict
@@ -133,7 +136,10 @@ def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E
         raise RobosafeError(f"--task {task!r}: expected one of {', '.join(SIM_TASKS)}")
     if size % 2:
         raise RobosafeError(f"--size {size}: must be even (the top-down MPEG-4 video)")
+    if robot not in ("spot", "primitive"):
+        raise RobosafeError(f"--robot {robot!r}: expected spot or primitive")
     config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
+                            robot=robot,
                             sim_tasks=(task,) if task else SIM_TASKS)
     summary = run(out, config, progress=None if as_json else
                   lambda i, n: typer.echo(f"episode {i}/{n} written", err=True))

@@ -36,6 +36,7 @@ when one is present, Mesa's software EGL otherwise), else OSMesa; shadows and re
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from robosafe.errors import RobosafeError
 from robosafe.grounding.dataset import (
     HUMAN_TYPES,
     SIM_TASKS,
@@ -88,6 +90,7 @@ class GenerateConfig:
     scene_bumps: float = 1.2  # Poisson mean
     max_depth_m: float = 10.0
     shadows: bool = False  # shadows and reflections (MuJoCo's default on; 10x slower on CPU)
+    robot: str = "spot"  # "spot" (real model, data/robots.yaml) or "primitive"
 
 
 @dataclass
@@ -169,8 +172,116 @@ def _vec(v: Any) -> str:
     return " ".join(f"{float(x):.4f}" for x in v)
 
 
-def build_mjcf(room: Room, human_type: str) -> str:
-    """The MJCF of one episode's world (see the module docstring)."""
+@cache
+def _robot_spec() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).with_name("data") / "robots.yaml").read_text())["spot"]
+
+
+def _asset_root(package: str) -> Path:
+    """A package's directory without importing it (robosuite's import is slow and chatty)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise RobosafeError(f"the spot robot model needs the '{package}' package (the sim "
+                            "extra); use --robot primitive without it")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _load_spec(mujoco: Any, root: Path, rel: str) -> Any:
+    path = root / rel
+    spec = mujoco.MjSpec.from_file(str(path))
+    for mesh in spec.meshes:       # absolute, so the attached copies resolve from any world
+        mesh.file = str(path.parent / mesh.file)
+    return spec
+
+
+def build_model(room: Room, human_type: str, robot: str) -> Any:
+    """The compiled MjModel of one episode: the MJCF world, with the real Spot and Spot arm
+    attached to the robot's base joints when ``robot == "spot"`` (feet on the floor, collision
+    geoms given the robot's contact bits, arm camera and grip site on the hand)."""
+    import mujoco
+
+    xml = build_mjcf(room, human_type, robot)
+    if robot == "primitive":
+        return mujoco.MjModel.from_xml_string(xml)
+    if robot != "spot":
+        raise RobosafeError(f"--robot {robot!r}: expected spot or primitive")
+    r = _robot_spec()
+    root = _asset_root(r["package"])
+    world = mujoco.MjSpec.from_string(xml)
+    spot, arm = _load_spec(mujoco, root, r["body"][0]), _load_spec(mujoco, root, r["arm"][0])
+    body = spot.body(r["body"][1])
+    spot.delete(body.first_joint())                 # its free joint: our base joints move it
+    spot.body(r["arm_parent"]).add_frame().attach_body(arm.body(r["arm"][1]), "arm_", "")
+    world.body("robot").add_frame().attach_body(body, "spot_", "")
+    hand = world.body("spot_arm_" + r["hand"])
+    hand.add_site(name="grip", pos=[0.12, 0, 0])
+    # the primitive's arm camera frame: looking along the hand's +x, image up = +z
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.array([[0, 0, -1], [-1, 0, 0], [0, 1, 0]], float).ravel())
+    hand.add_camera(name="arm", pos=[0.08, 0, 0.04], quat=quat, fovy=90)
+    model = world.compile()
+    data = mujoco.MjData(model)
+    stand(model, data)
+    mujoco.mj_kinematics(model, data)
+    # soles on the floor: the lowest foot sphere of the standing pose at z = 0
+    model.body(f"spot_{r['body'][1]}").pos[2] -= min(
+        data.geom_xpos[model.geom(f"spot_{f}").id][2] - model.geom(f"spot_{f}").size[0]
+        for f in r["feet"])
+    robot_id = model.body("robot").id
+    bits, mask = _BITS["robot"]
+    for g in range(model.ngeom):   # the robot's collision geoms take the robot's contact bits
+        if model.body_rootid[model.geom_bodyid[g]] == robot_id and \
+                (model.geom_contype[g] or model.geom_conaffinity[g]):
+            model.geom_contype[g], model.geom_conaffinity[g] = bits, mask
+            # the broadphase filters body pairs by the per-body OR compiled from the geoms
+            b = model.geom_bodyid[g]
+            model.body_contype[b], model.body_conaffinity[b] = bits, mask
+    return model
+
+
+def stand(model: Any, data: Any) -> None:
+    """Spot's standing legs and stowed arm (data/robots.yaml). Set in ``data``, not as the
+    model's qpos0: MuJoCo measures hinge angles from qpos0, so that would move the zero."""
+    r = _robot_spec()
+    for leg in r["legs"]:
+        for part, angle in r["standing"].items():
+            data.qpos[model.joint(f"spot_{leg}_{part}_leg_joint").qposadr[0]] = angle
+    for joint, angle in zip(r["arm_joints"], r["stow"], strict=True):
+        data.qpos[model.joint(f"spot_arm_{joint}").qposadr[0]] = angle
+
+
+# The primitive mobile manipulator (docs/decisions.md): geoms filled in by build_mjcf.
+PRIMITIVE_ROBOT = """      {base}
+      {wl}
+      {wr}
+      <body name="robot_torso" pos="0 0 0.42">
+        {mast}
+        <body name="robot_upper" pos="0.05 0 0.5">
+          <joint name="robot_shoulder" type="hinge" axis="0 1 0"/>
+          {upper}
+          <body name="robot_fore" pos="0.35 0 0">
+            <joint name="robot_elbow" type="hinge" axis="0 1 0"/>
+            {fore}
+            <body name="robot_hand" pos="0.3 0 0">
+              <!-- a capsule, not a box: box-box pairs (hand vs held box object) can return
+                   more contacts than MuJoCo allows per pair, a fatal error -->
+              {hand}
+              <site name="grip" pos="0.1 0 -0.02"/>
+              <camera name="arm" pos="0.05 0 0.05" fovy="90" xyaxes="{cam}"/>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+"""
+
+
+def build_mjcf(room: Room, human_type: str, robot: str = "primitive") -> str:
+    """The MJCF of one episode's world (see the module docstring). With ``robot="spot"`` the
+    robot body holds only its base joints and the camera target; :func:`build_model` attaches
+    the real model."""
     w, d = room.size
     skin, shirt = (0.85, 0.70, 0.55), _HUMAN_COLOURS.get(human_type, (0.4, 0.4, 0.4))
     orange, dark = (0.90, 0.50, 0.10), (0.15, 0.15, 0.15)
@@ -191,6 +302,24 @@ def build_mjcf(room: Room, human_type: str) -> str:
                                                'type="capsule" fromto="0 0 0 0 0 -0.8" '
                                                'size="0.07"', dark) + "</body>"
         for s, y in (("l", 0.21), ("r", -0.21)))
+    spot_torso = f'<body name="robot_torso" pos="0 0 {_robot_spec()["torso_height_m"]}"/>' \
+        '</body>' if robot == "spot" else ""
+    primitive = PRIMITIVE_ROBOT.format(
+        base=_geom("robot_base", "robot", f'type="cylinder" pos="0 0 0.25" '
+                   f'size="{ROBOT_RADIUS_M} 0.17"', orange),
+        wl=_geom("robot_wheel_l", "robot", 'type="cylinder" pos="0 0.24 0.1" size="0.1 0.03" '
+                 'euler="90 0 0"', dark),
+        wr=_geom("robot_wheel_r", "robot", 'type="cylinder" pos="0 -0.24 0.1" size="0.1 0.03" '
+                 'euler="90 0 0"', dark),
+        mast=_geom("robot_mast", "robot", 'type="capsule" fromto="0 0 0 0 0 0.5" size="0.06"',
+                   dark),
+        upper=_geom("robot_upper", "robot", 'type="capsule" fromto="0 0 0 0.35 0 0" '
+                    'size="0.045"', orange),
+        fore=_geom("robot_fore", "robot", 'type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"',
+                   orange),
+        hand=_geom("robot_hand", "robot", 'type="capsule" fromto="0 -0.04 0 0 0.04 0" '
+                   'size="0.035"', dark),
+        cam=cam_tilt.format(0, 1))
     return f"""<mujoco model="touchsafe_room">
   <visual><global offwidth="640" offheight="640"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5"/><map znear="0.02"/></visual>
@@ -210,35 +339,7 @@ def build_mjcf(room: Room, human_type: str) -> str:
       <joint name="robot_x" type="slide" axis="1 0 0"/>
       <joint name="robot_y" type="slide" axis="0 1 0"/>
       <joint name="robot_yaw" type="hinge" axis="0 0 1"/>
-      {_geom("robot_base", "robot", f'type="cylinder" pos="0 0 0.25" size="{ROBOT_RADIUS_M} 0.17"',
-             orange)}
-      {_geom("robot_wheel_l", "robot", 'type="cylinder" pos="0 0.24 0.1" size="0.1 0.03" '
-             'euler="90 0 0"', dark)}
-      {_geom("robot_wheel_r", "robot", 'type="cylinder" pos="0 -0.24 0.1" size="0.1 0.03" '
-             'euler="90 0 0"', dark)}
-      <body name="robot_torso" pos="0 0 0.42">
-        {_geom("robot_mast", "robot", 'type="capsule" fromto="0 0 0 0 0 0.5" size="0.06"',
-               dark)}
-        <body name="robot_upper" pos="0.05 0 0.5">
-          <joint name="robot_shoulder" type="hinge" axis="0 1 0"/>
-          {_geom("robot_upper", "robot", 'type="capsule" fromto="0 0 0 0.35 0 0" size="0.045"',
-                 orange)}
-          <body name="robot_fore" pos="0.35 0 0">
-            <joint name="robot_elbow" type="hinge" axis="0 1 0"/>
-            {_geom("robot_fore", "robot", 'type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"',
-                   orange)}
-            <body name="robot_hand" pos="0.3 0 0">
-              <!-- a capsule, not a box: box-box pairs (hand vs held box object) can return
-                   more contacts than MuJoCo allows per pair, a fatal error -->
-              {_geom("robot_hand", "robot", 'type="capsule" fromto="0 -0.04 0 0 0.04 0" '
-                     'size="0.035"', dark)}
-              <site name="grip" pos="0.1 0 -0.02"/>
-              <camera name="arm" pos="0.05 0 0.05" fovy="90" xyaxes="{cam_tilt.format(0, 1)}"/>
-            </body>
-          </body>
-        </body>
-      </body>
-    </body>
+{primitive if robot == "primitive" else spot_torso}
     <body name="human" pos="0 0 0.9">
       <joint name="human_x" type="slide" axis="1 0 0"/>
       <joint name="human_y" type="slide" axis="0 1 0"/>
@@ -464,13 +565,15 @@ def _to_habitat(p: np.ndarray) -> np.ndarray:
 class Episode:
     """One episode's MuJoCo world, replayable at any step (the renderer restores states)."""
 
-    def __init__(self, room: Room, human_type: str, plan: Plan):
+    def __init__(self, room: Room, human_type: str, plan: Plan, robot: str = "primitive"):
         import mujoco
 
         self.mujoco = mujoco
-        self.room, self.plan = room, plan
-        self.model = mujoco.MjModel.from_xml_string(build_mjcf(room, human_type))
+        self.room, self.plan, self.robot = room, plan, robot
+        self.model = build_model(room, human_type, robot)
         self.data = mujoco.MjData(self.model)
+        if robot == "spot":
+            stand(self.model, self.data)
         m = self.model
         self.root_role = {}
         for g in range(m.ngeom):
@@ -491,7 +594,7 @@ class Episode:
         q, p = self.data.qpos, self.plan
         q[self._adr("robot_x"):self._adr("robot_x") + 2] = p.robot[t]
         q[self._adr("robot_yaw")] = yaw_r
-        q[self._adr("robot_shoulder")], q[self._adr("robot_elbow")] = p.arm[t]
+        self._arm(q, p.arm[t])
         q[self._adr("human_x"):self._adr("human_x") + 2] = p.human[t]
         q[self._adr("human_yaw")] = yaw_h
         swing = 0.35 * np.sin(gait)
@@ -512,6 +615,17 @@ class Episode:
             behind = agent - 1.6 * np.array([np.cos(yaw), np.sin(yaw)])
             self.model.cam(cam).pos[:] = (*np.clip(behind, 0.2, self.room.size - 0.2), 1.8)
         self.mujoco.mj_forward(self.model, self.data)
+
+    def _arm(self, q: np.ndarray, arm: np.ndarray) -> None:
+        """The plan's arm pose: primitive joint angles, or for Spot the same stow -> reach
+        fraction applied between Spot's own stow and reach poses (data/robots.yaml)."""
+        if self.robot == "primitive":
+            q[self._adr("robot_shoulder")], q[self._adr("robot_elbow")] = arm
+            return
+        r = _robot_spec()
+        w = (arm[0] - _STOW[0]) / (_REACH[0] - _STOW[0])
+        for joint, a, b in zip(r["arm_joints"], r["stow"], r["reach"], strict=True):
+            q[self._adr(f"spot_arm_{joint}")] = a + w * (b - a)
 
     def contacts(self, carried: str | None) -> tuple[int, int, int]:
         """(robot-human, robot-static, robot-object) contact counts of the current state."""
@@ -559,7 +673,7 @@ def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_
     room = build_room(rng)
     n = config.max_steps
     plan = plan_episode(rng, room, sim_task, n, config)
-    ep = Episode(room, human_type, plan)
+    ep = Episode(room, human_type, plan, config.robot)
     yaw_r, yaw_h = _heading(plan.robot), _heading(plan.human)
     gait = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(plan.human, axis=0),
                                                            axis=1))]) * (2 * np.pi / 1.4)
