@@ -6,8 +6,8 @@ and segmentation per view, plus the overhead camera for topdown.mp4). Measured, 
 * physics only: :func:`robosafe.grounding.simgen.simulate` (poses, ``mj_forward``, contact
   labels, camera poses), no rendering or writing;
 * baseline: the full generator with MuJoCo's default render flags (shadows and reflections on);
-* robosafe: the full generator as shipped (shadows and reflections off), at the default 128 px
-  and at 64 px.
+* robosafe: the full generator as shipped (shadows and reflections off, the Spot mesh model),
+  at the default 128 px and at 64 px, and with the primitive robot at 128 px.
 
 The projection multiplies the measured seconds per step by 60 episodes x the mean episode
 length of the measured episodes (the length depends on when the seeded human collision
@@ -60,12 +60,14 @@ def main() -> None:
     default_len = GenerateConfig().max_steps
     rows = [("baseline: shadows+reflections on, 128 px", replace(base, shadows=True)),
             ("robosafe: shadows+reflections off, 128 px", base),
-            ("robosafe: shadows+reflections off, 64 px", replace(base, image_size=64))]
+            ("robosafe: shadows+reflections off, 64 px", replace(base, image_size=64)),
+            ("primitive robot: shadows+reflections off, 128 px", replace(base,
+                                                                     robot="primitive"))]
     rate = {}
     for name, config in rows:
         secs, steps = full(config)
         rate[name] = steps / secs
-        print(f"{name:44s} {steps / secs:8.2f} steps/s {8 * steps / secs:8.1f} frames/s "
+        print(f"{name:50s} {steps / secs:8.2f} steps/s {8 * steps / secs:8.1f} frames/s "
               f"({steps} steps in {secs:.1f} s)")
     mean_len = steps / args.episodes
     for name, r in rate.items():
