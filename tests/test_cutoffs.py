@@ -344,3 +344,23 @@ def test_realizable_count(score, N, R, want):
 def test_bad_input_raises_robosafe_error(call):
     with pytest.raises(RobosafeError):
         call()
+
+
+def test_t10_s20_r5_matches_the_compiled_c4_dp():
+    """The shape that was slow (T = 10, S = 20, R = 5): every cutoff and Q_hi equals the C.4
+    DP as written (the benchmark's numba-compiled baseline, an independent implementation)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cutoffs.py"
+    spec = importlib.util.spec_from_file_location("bench_cutoffs", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    T, S, R = 10, 20, 5
+    le, lf, F = bench.baseline_table(T, S, R, 0.05)
+    tab = C.cutoff_table(T, S, R, 0.05)
+    assert np.array_equal(tab.l_exists, le) and np.array_equal(tab.l_forall, lf)
+    RN = R * T * S
+    A = np.arange(0, RN, 7)
+    L = np.minimum(RN - A, 1 + A % 150)
+    assert np.array_equal(np.rint(C.q_hi(A, L, T, S, R) * S).astype(np.int64), F[A, A + L])
