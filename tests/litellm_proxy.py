@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -55,9 +56,12 @@ def mock_proxy(tmp: Path, model: str, reply: dict) -> Iterator[str]:
         "model": f"openai/{model}", "api_key": "sk-none",
         "mock_response": json.dumps(reply)}}]}))      # JSON is YAML
     with open(tmp / "litellm.log", "w") as log:
+        # offline: the bundled model-cost map, no telemetry
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+               "LITELLM_TELEMETRY": "False"}
         proc = subprocess.Popen([str(exe), "--config", str(cfg), "--host", "127.0.0.1",
                                  "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                                cwd=tmp)
+                                cwd=tmp, env=env)
         try:
             yield _wait_ready(proc, f"http://127.0.0.1:{port}", tmp / "litellm.log")
         finally:
