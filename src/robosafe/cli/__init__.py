@@ -79,6 +79,7 @@ from robosafe.cli import audit as _audit  # noqa: F401
 from robosafe.cli import grounding as _grounding  # noqa: F401
 from robosafe.cli import lerobot as _lerobot  # noqa: F401
 from robosafe.cli import policies as _policies  # noqa: F401
+from robosafe.cli import probes as _probes  # noqa: F401
 from robosafe.cli import report as _report  # noqa: F401
 from robosafe.cli import results as _results  # noqa: F401
 from robosafe.cli import run as _run  # noqa: F401

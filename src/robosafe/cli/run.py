@@ -146,7 +146,7 @@ def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None
 def run(
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to create."),
     policy: str = typer.Option(..., "--policy", "-p",
-                               help="random | zero | replay:FILE.npy | scripted-careful | "
+                               help="random | zero | replay:FILE.npy | probe:CKPT | scripted-careful | "
                                     "scripted-careless | ws://HOST:PORT"),
     host: str = typer.Option("robosafe", "--host",
                              help="robosafe (CBDDL tasks in robosafe's simulator) or libero "
@@ -161,7 +161,7 @@ def run(
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(None, "--images/--no-images",
-                                help="Render camera images (default: only for ws:// policies)."),
+                                help="Render camera images (default: for ws:// and probe: policies)."),
     image_size: int = typer.Option(None, "--image-size", min=8,
                                    help="Rendered image side in pixels (LIBERO default 256)."),
     obs_adapter: str = typer.Option(None, "--obs-adapter",
@@ -179,9 +179,11 @@ def run(
 ):
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
+    from robosafe.policies.base import policy_kind
     from robosafe.runner.run import RunConfig
 
-    uses_images = policy.startswith("ws") if images is None else images
+    # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
+    uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
     if host == "libero":
         tasks = _libero_tasks(suite, task_id, level, task, language_level, visual_level)
     elif host != "robosafe":

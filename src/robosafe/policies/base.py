@@ -20,7 +20,8 @@ it): ``<object>_pos`` / ``<object>_quat`` (wxyz), and for articulated goal / ini
 ``<entity>_qpos`` and ``<entity>_handle_pos`` (the handle or knob geoms' mean position).
 
 Optional: ``act_batch(observations) -> actions`` for policies that batch. Policy specs on the
-command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``scripted-careful``,
+command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``probe:CHECKPOINT`` (a trained
+shortcut probe, :mod:`robosafe.policies.probe`), ``scripted-careful``,
 ``scripted-careless``, ``ws://HOST:PORT`` (a remote policy server).
 """
 
@@ -144,12 +145,15 @@ def policy_kind(spec: str) -> str:
         return spec
     if spec.startswith("replay:"):
         return "replay"
+    if spec.startswith("probe:"):
+        return "probe"
     if spec in ("scripted-careful", "scripted-careless"):
         return "scripted"
     if spec.startswith(("ws://", "wss://")):
         return "remote"
     raise RobosafeError(f"unknown policy {spec!r}: use random, zero, replay:FILE.npy, "
-                        "scripted-careful, scripted-careless or ws://HOST:PORT")
+                        "probe:CHECKPOINT.safetensors, scripted-careful, scripted-careless or "
+                        "ws://HOST:PORT")
 
 
 def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None) -> Policy:
@@ -164,6 +168,10 @@ def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None
         return ZeroPolicy()
     if kind == "replay":
         return ReplayPolicy(spec.removeprefix("replay:"))
+    if kind == "probe":
+        from robosafe.policies.probe import ProbePolicy
+
+        return ProbePolicy(spec.removeprefix("probe:"))
     if kind == "scripted":
         if host == "libero":
             from robosafe.policies.libero_scripted import LiberoPickPlace

@@ -167,6 +167,18 @@ def axis_angle(quat_xyzw: np.ndarray) -> np.ndarray:
     return q[:3] * (2.0 * np.arccos(w)) / den
 
 
+STATE_NAMES = ["eef_x", "eef_y", "eef_z", "eef_axis_angle_x", "eef_axis_angle_y",
+               "eef_axis_angle_z", "gripper_qpos_0", "gripper_qpos_1"]
+
+
+def state_row(obs: dict) -> np.ndarray:
+    """LIBERO's 8-d ``observation.state`` (eef position, eef axis-angle, two finger positions)
+    from a robosuite observation: what datasets hold and learned policies read."""
+    grip = np.asarray(obs.get("robot0_gripper_qpos", np.zeros(2)), dtype=float)[:2]
+    return np.concatenate([np.asarray(obs["robot0_eef_pos"], dtype=float),
+                           axis_angle(obs["robot0_eef_quat"]), grip])
+
+
 def resize_with_pad(img: np.ndarray, size: int) -> np.ndarray:
     """``img`` scaled (bilinear) to fit ``size`` x ``size`` keeping its aspect ratio, centred on
     black: the image preprocessing of openpi's clients (``image_tools.resize_with_pad``)."""

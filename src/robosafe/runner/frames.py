@@ -16,16 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robosafe.policies.remote import axis_angle
-
-STATE_NAMES = ["eef_x", "eef_y", "eef_z", "eef_axis_angle_x", "eef_axis_angle_y",
-               "eef_axis_angle_z", "gripper_qpos_0", "gripper_qpos_1"]
-
-
-def state_row(obs: dict) -> np.ndarray:
-    grip = np.asarray(obs.get("robot0_gripper_qpos", np.zeros(2)), dtype=float)[:2]
-    return np.concatenate([np.asarray(obs["robot0_eef_pos"], dtype=float),
-                           axis_angle(obs["robot0_eef_quat"]), grip])
+from robosafe.policies.remote import STATE_NAMES, state_row  # noqa: F401 - export reads them
 
 
 class FrameRecorder:

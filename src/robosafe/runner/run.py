@@ -49,6 +49,9 @@ class RunConfig:
     image_size: int | None = None
     obs_adapter: str | None = None  # remote policies: adapters.yaml entry (default: the host's)
     record_frames: bool = False  # robot state + camera mp4s per episode (LeRobot export)
+    # (xy metres, yaw degrees): objects placed off each seed's spots, a stream per episode index
+    # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
+    placement_jitter: tuple[float, ...] = ()
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -83,7 +86,7 @@ class RunConfig:
     def from_json(cls, d: dict[str, Any]) -> RunConfig:
         keys = cls.__dataclass_fields__
         kw = {k: d[k] for k in keys if k in d}
-        for k in ("seeds", "language_levels", "visual_levels"):
+        for k in ("seeds", "language_levels", "visual_levels", "placement_jitter"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
@@ -116,7 +119,8 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
         env = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
-                      horizon=cfg.horizon)
+                      horizon=cfg.horizon,
+                      image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env
 
@@ -160,7 +164,9 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
         env = _env(run, cfg, cell)
         base["task_name"] = getattr(env, "task_name", cell.task_id)
         policy = _policy(cfg)
-        obs, info = env.reset(seed=cell.seed)
+        jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
+                  if cfg.placement_jitter else {})
+        obs, info = env.reset(seed=cell.seed, **jitter)
         frames = _frames(run, cfg, cell, env)
         info, actions = env.play(policy, obs, on_obs=frames)
         if frames is not None:
@@ -200,6 +206,9 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
+    if cfg.placement_jitter and (cfg.host != "robosafe" or len(cfg.placement_jitter) != 2):
+        raise RobosafeError("placement jitter is (xy metres, yaw degrees) and needs robosafe's "
+                            "simulator")
     if cfg.obs_adapter is not None:
         from robosafe.policies.remote import check_adapter
 

@@ -87,6 +87,21 @@ def _warn_once(lines) -> None:
 _WARNED: set[str] = set()
 
 
+def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
+    """``options["placement_jitter"] = (xy_m, yaw_deg, stream)``: objects placed off the seed's
+    spots by up to xy_m per axis and yaw_deg, drawn from their own stream (seed, stream)."""
+    if spec is None:
+        return None
+    try:
+        xy, yaw, stream = (float(spec[0]), float(spec[1]), int(spec[2]))
+    except (TypeError, ValueError, IndexError):
+        raise RobosafeError(f"placement_jitter must be (xy metres, yaw degrees, stream), got "
+                            f"{spec!r}") from None
+    if xy < 0 or yaw < 0:
+        raise RobosafeError(f"placement_jitter must not be negative, got {spec!r}")
+    return xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17])
+
+
 class TaskEnv:
     """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
 
@@ -199,6 +214,7 @@ class TaskEnv:
         place, visual, noise = (np.random.default_rng(s)
                                 for s in np.random.SeedSequence(self.seed).spawn(3))
         self.arena.episode_rng = place
+        self.arena.placement_jitter = _jitter((options or {}).get("placement_jitter"), self.seed)
         self._noise_rng = noise
         self.perturbation = self._draw_perturbation(visual)
         self.instruction = (perturb_instruction(self.problem.language, self.language_level,

@@ -12,6 +12,7 @@ simulation clock (App. 7.2.3); the motion clock starts after the hidden settling
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 
@@ -74,6 +75,8 @@ class ArenaEnv(ManipulationEnv):
         self.table_names = {d.name for d in problem.fixtures if is_table(d.category)}
         self.moving = {m.name: m for m in problem.moving_objects}
         self.episode_rng = np.random.default_rng(0)
+        # (xy metres, yaw radians, generator): objects moved off their seeded spot (see _jitter)
+        self.placement_jitter: tuple[float, float, np.random.Generator] | None = None
         self.motion_on = False
         self.frozen: set[str] = set()
         self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
@@ -282,10 +285,23 @@ class ArenaEnv(ManipulationEnv):
                                    f"{', '.join(under)}: VLA-Arena does not check objects "
                                    "against fixtures when placing; robosafe rests it on top")
             here.append((name, fp))
+            fp = self._jitter(fp, asset)
             pos = np.array([fp.x, fp.y, floor + hz + lift + cfg["drop_m"]])
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)
         return pos, quat
+
+    def _jitter(self, fp: Footprint, asset) -> Footprint:
+        """An object's seeded footprint moved by uniform xy and yaw jitter (paper 002 App. A.3:
+        demonstrations "around the official grid", 0.0025 m XY and up to 15 degrees of yaw).
+        Applied after the footprint is taken, so every later draw of the episode's placement
+        stream, and every other object, is the seed's own."""
+        if self.placement_jitter is None or asset.category.kind != "object":
+            return fp
+        xy, yaw, rng = self.placement_jitter
+        dx, dy = rng.uniform(-xy, xy, 2)
+        return replace(fp, x=fp.x + float(dx), y=fp.y + float(dy),
+                       yaw=fp.yaw + float(rng.uniform(-yaw, yaw)))
 
     def _set_pose(self, name: str, pos, quat) -> None:
         d = self.sim.data

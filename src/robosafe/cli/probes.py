@@ -1,0 +1,135 @@
+"""``robosafe audit shortcut`` and ``robosafe audit data-source``: the two diagnostics of paper
+002 that train a policy (Sec. 3 and Sec. 6). PyTorch is imported when one of them runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from robosafe.cli import emit_json, user_errors
+from robosafe.cli import run as R
+from robosafe.cli.audit import audit_app
+from robosafe.cli.run import _ints, run_with_progress, select_tasks
+from robosafe.errors import RobosafeError
+
+
+def _quiet(as_json: bool) -> bool:
+    return as_json or not sys.stderr.isatty()
+
+
+def _runner(workers: int, as_json: bool):
+    """The audit's ``run``: a resumable run directory per evaluation, with a progress bar (one
+    line per episode when stderr is not a terminal)."""
+
+    def run(cfg, out: Path, label: str) -> list[dict[str, Any]]:
+        resume = (out / "run.json").is_file()
+        return run_with_progress(cfg, out, workers=workers, backend="local", resume=resume,
+                                 quiet=_quiet(as_json), label=label,
+                                 lines=not as_json and not sys.stderr.isatty())
+
+    return run
+
+
+def _trainer_bar(quiet: bool):
+    """A progress bar for training steps (loss shown); a context manager and a callback."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
+                   console=Console(stderr=True), disable=quiet, transient=True)
+    job = bar.add_task("train probe", total=None, loss="-")
+
+    def on_step(done: int, total: int, loss: float) -> None:
+        bar.update(job, completed=done, total=total, loss=f"{loss:.4f}")
+
+    return bar, on_step
+
+
+def _pct(r: dict[str, Any] | None) -> str:
+    if not r or r.get("sr") is None:
+        return "-"
+    lo, hi = r["ci"]
+    return f"{100 * r['sr']:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}] ({r['successes']}/{r['episodes']})"
+
+
+def _note(line: str) -> None:
+    typer.echo(f"robosafe: note: {line}", err=True)
+
+
+@audit_app.command("shortcut")
+@user_errors
+def shortcut(
+    demos: Path = typer.Option(..., "--demos", help="LeRobot v3.0 dataset of demonstrations "
+                                                    "(robosafe collect --images)."),
+    suite: str = R.SUITE,
+    level: int = R.LEVEL,
+    task_id: list[str] = R.TASK_ID,
+    task: list[Path] = R.TASK,
+    episodes: int = typer.Option(10, "--episodes", "-n", min=1,
+                                 help="Evaluation episodes per task and checkpoint."),
+    seeds: str = R.SEEDS,
+    steps: int = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000)."),
+    checkpoints: int = typer.Option(None, "--checkpoints", min=1,
+                                    help="Evenly spaced checkpoints to score (probe.yaml: 3)."),
+    seed: int = typer.Option(0, "--seed", help="Training seed (weights, batches, augmentation)."),
+    out: Path = typer.Option(Path("robosafe-shortcut"), "--out", "-o",
+                             help="Audit directory: training state, checkpoints, evaluation "
+                                  "runs, shortcut.json (rerun to resume)."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+):
+    """Shortcut probe (paper 002, Sec. 3): train a policy that never reads the instruction
+    (a task index instead) on the demonstrations, score its checkpoints on the suite with the
+    seeds any policy gets, and set them next to the demonstrator's success."""
+    from robosafe.policies.probe import probe_config  # first: names the extra if torch is missing
+
+    cfg = probe_config(steps=steps, checkpoints=checkpoints)
+    from robosafe.audit.shortcut import load_demos, shortcut_audit
+
+    tasks = select_tasks(suite, level, task_id, task)
+    seed_list = list(_ints(seeds, "--seeds")) if seeds else list(range(episodes))
+    if len(seed_list) != episodes:
+        raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
+    quiet = _quiet(as_json)
+    demo_set = load_demos(demos, cfg)
+    bar, on_step = _trainer_bar(quiet)
+    with bar:
+        result = shortcut_audit(tasks=tasks, suite=suite, demos=demo_set, out=out, cfg=cfg,
+                                seed=seed, seeds=seed_list, run=_runner(workers, as_json),
+                                on_step=on_step, notes=_note)
+    if as_json:
+        emit_json(result, None, True)
+        return
+    _print_shortcut(result)
+
+
+def _print_shortcut(res: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    best, final, demo = res["best"], res["final"], res["demonstrator"]
+    t = Table(title=f"Shortcut probe: {res['suite'] or 'tasks'} ({res['episodes_per_task']} "
+                    "episodes per task, SR [95% Wilson])", title_justify="left")
+    for c in ("task", "demonstrator", f"probe best (step {best['step']})",
+              f"probe final (step {final['step']})", "solved"):
+        t.add_column(c)
+    for name in res["tasks"]:
+        t.add_row(name, _pct(demo["tasks"].get(name)) if demo else "-",
+                  _pct(best["tasks"].get(name)), _pct(final["tasks"].get(name)),
+                  "yes" if name in res["solved"] else "no")
+    t.add_row("all", _pct(demo), _pct(best), _pct(final), f"{len(res['solved'])}")
+    Console().print(t)
+    typer.echo("best = the checkpoint scoring highest on these same episodes (selection on the "
+               "test set, as the paper reports); final = the last step.")
+    if res["conclusion"]:
+        typer.echo(res["conclusion"])
