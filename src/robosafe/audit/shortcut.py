@@ -229,14 +229,14 @@ def train_probe(demos: Demos, out: str | Path, *, cfg: dict[str, Any], steps: in
             opt.step()
             done = step + 1
             block.append(loss.item())
+            if on_step:
+                on_step(done, steps, block[-1])
             if done in marks:
                 save_checkpoint(dict(ckpts)[done], net, {**meta, "step": done})
             if done % cfg["save_every"] == 0 or done == steps or stop.hit:
                 losses.append(float(np.mean(block)))
                 block = []
                 _save_state(out / STATE_FILE, net, opt, {**meta, "step": done, "losses": losses})
-            if on_step:
-                on_step(done, steps, block[-1] if block else losses[-1])
             if stop.hit:
                 raise KeyboardInterrupt
     missing = [str(p) for _, p in ckpts if not p.is_file()]

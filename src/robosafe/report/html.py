@@ -33,7 +33,7 @@ import robosafe
 from robosafe.errors import RobosafeError
 from robosafe.report.figures import _errors, pareto_frontier
 from robosafe.report.tables import num_ci, pct, pct_ci
-from robosafe.runner.rundir import Cell, RunDir, open_run
+from robosafe.runner.rundir import Cell, RunDir, level_of, open_run
 from robosafe.safety.registry import Registry, load_registry
 from robosafe.safety.score import EpisodeScore, score_files
 from robosafe.stats import aggregate as agg
@@ -83,24 +83,6 @@ class RunResult:
         return self.run.policy_name or "-"
 
 
-def _level(row: dict[str, Any], key: str) -> int:
-    try:
-        return int(row.get(key) or 0)
-    except (TypeError, ValueError):
-        raise RobosafeError(f"outcome row {row.get('task_id')!r} episode "
-                            f"{row.get('episode_idx')!r}: {key} {row.get(key)!r} is not an "
-                            "integer level") from None
-
-
-def _cell(row: dict[str, Any]) -> Cell:
-    try:
-        return Cell(str(row["task_id"]), int(row["episode_idx"]), int(row["seed"]),
-                    _level(row, "language_level"), _level(row, "visual_level"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RobosafeError(f"outcome row {row!r:.120}: cannot locate its episode "
-                            f"({exc!r})") from None
-
-
 def _cost(row: dict[str, Any]) -> float | None:
     v = row.get("cumulative_cost")
     if v is None or v == "":
@@ -108,7 +90,7 @@ def _cost(row: dict[str, Any]) -> float | None:
     try:
         return float(v)
     except (TypeError, ValueError):
-        raise RobosafeError(f"outcome row of {_cell(row).name}: cumulative_cost {v!r} is not a "
+        raise RobosafeError(f"outcome row of {Cell.of_row(row).name}: cumulative_cost {v!r} is not a "
                             "number") from None
 
 
@@ -128,7 +110,7 @@ def load_run(path: str | Path, *, label: str | None = None, workers: int = 1) ->
                                " (the run has not finished any episode yet)"))
     paths = []
     for row in finished:
-        p = run.trace_path(_cell(row))
+        p = run.trace_path(Cell.of_row(row))
         if not p.is_file():
             raise RobosafeError(f"{p}: trace missing for a finished episode (its outcome row "
                                 "exists)")
@@ -177,7 +159,7 @@ def level_curves(results: Sequence[RunResult], key: str) -> dict[str, list[dict[
     episodes of every run of the same policy are pooled.
     """
     other = next(k for k in LEVEL_AXES if k != key)
-    eps = [(r.policy, _level(row, key), _level(row, other), s.success)
+    eps = [(r.policy, level_of(row, key), level_of(row, other), s.success)
            for r in results for row, s in zip(r.rows, r.scores)]
     base = min(e[2] for e in eps)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -195,7 +177,7 @@ def level_curves(results: Sequence[RunResult], key: str) -> dict[str, list[dict[
 def varied_axes(results: Sequence[RunResult]) -> list[str]:
     """The perturbation axes with more than one level among the finished episodes."""
     return [k for k in LEVEL_AXES
-            if len({_level(row, k) for r in results for row in r.rows}) > 1]
+            if len({level_of(row, k) for r in results for row in r.rows}) > 1]
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -367,7 +349,7 @@ def _figure(b64: str, alt: str, caption: str) -> str:
 
 
 def _levels_text(rows: list[dict[str, Any]], key: str) -> str:
-    return ",".join(f"{LEVEL_AXES[key]}{v}" for v in sorted({_level(r, key) for r in rows}))
+    return ",".join(f"{LEVEL_AXES[key]}{v}" for v in sorted({level_of(r, key) for r in rows}))
 
 
 def _section_header(results: Sequence[RunResult], title: str, generated: str) -> str:

@@ -53,11 +53,6 @@ class _Item:
     frames_dir: Path
 
 
-def _cell(row: dict) -> Cell:
-    return Cell(row["task_id"], int(row["episode_idx"]), int(row["seed"]),
-                int(row.get("language_level") or 0), int(row.get("visual_level") or 0))
-
-
 def _flag(v) -> bool:
     return str(v).strip().lower() in ("1", "true")
 
@@ -65,7 +60,7 @@ def _flag(v) -> bool:
 def _items(run: RunDir, only_safe: bool, skipped: dict[str, str]) -> list[_Item]:
     out = []
     for row in run.outcomes():
-        cell = _cell(row)
+        cell = Cell.of_row(row)
         if row.get("error_type"):
             skipped[cell.name] = f"episode crashed ({row['error_type']})"
             continue

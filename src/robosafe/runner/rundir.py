@@ -39,6 +39,16 @@ EXTRA_COLUMNS = ("cumulative_cost", "language_level", "visual_level", "instructi
 COLUMNS = OUTCOME_COLUMNS + EXTRA_COLUMNS
 
 
+def level_of(row: dict[str, Any], key: str) -> int:
+    """A perturbation level column of an outcome row (empty = 0)."""
+    try:
+        return int(row.get(key) or 0)
+    except (TypeError, ValueError):
+        raise RobosafeError(f"outcome row {row.get('task_id')!r} episode "
+                            f"{row.get('episode_idx')!r}: {key} {row.get(key)!r} is not an "
+                            "integer level") from None
+
+
 @dataclass(frozen=True)
 class Cell:
     task_id: str
@@ -46,6 +56,16 @@ class Cell:
     seed: int
     language_level: int = 0
     visual_level: int = 0
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> Cell:
+        """The cell an outcome row belongs to; one error line if the row cannot say."""
+        try:
+            return cls(str(row["task_id"]), int(row["episode_idx"]), int(row["seed"]),
+                       level_of(row, "language_level"), level_of(row, "visual_level"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RobosafeError(f"outcome row {row!r:.120}: cannot locate its episode "
+                                f"({exc!r})") from None
 
     @property
     def instance_id(self) -> str:
