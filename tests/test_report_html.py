@@ -8,6 +8,7 @@ instances, one with a crashed episode, plus the first policy again at language l
 import base64
 import dataclasses
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -319,3 +320,48 @@ def test_cli_errors_are_one_line(runs, tmp_path):
     proc = cli(broken, "--out", tmp_path / "z.html")
     assert proc.returncode == 2 and str(victim) in proc.stderr
     assert "trace missing" in proc.stderr
+
+
+def _rate(k, n):
+    lo, hi = wilson(k, n)
+    return {"successes": k, "episodes": n, "sr": k / n, "ci": [float(lo), float(hi)]}
+
+
+def test_diagnostics_section_from_audit_results(runs, tmp_path):
+    """The shortcut probe's and the demonstrator's SR per task (paper 002 Sec. 3) and the
+    data-source comparison (Sec. 6), from the audit commands' JSON files."""
+    shortcut = {"diagnostic": "shortcut", "suite": "demo", "tasks": ["a", "b"],
+                "episodes_per_task": 4, "solved": ["b"], "conclusion": "probe solves <b>",
+                "demonstrator": {**_rate(7, 8), "tasks": {"a": _rate(4, 4), "b": _rate(3, 4)}},
+                "best": {"step": 20, **_rate(3, 8), "tasks": {"a": _rate(0, 4), "b": _rate(3, 4)}},
+                "final": {"step": 40, **_rate(2, 8),
+                          "tasks": {"a": _rate(0, 4), "b": _rate(2, 4)}}}
+    data_source = {"diagnostic": "data-source", "suite": "demo", "conclusion": "near wins",
+                   "paired_test": {"wald": {"statistic": None, "pvalue": 0.0}},
+                   "policies": {"near": {"demos": 6, **_rate(4, 4), "train_test_distance":
+                                         {"median_m": 0.002, "max_m": 0.003}},
+                                "far": {"demos": 6, **_rate(1, 4), "train_test_distance":
+                                        {"median_m": 0.05, "max_m": 0.1}}}}
+    (tmp_path / "shortcut.json").write_text(json.dumps(shortcut))
+    (tmp_path / "ds.json").write_text(json.dumps(data_source))
+    out = tmp_path / "r.html"
+    proc = cli(runs[0], "--out", out, "--bootstrap", "0", "--diagnostics",
+               tmp_path / "shortcut.json", "--diagnostics", tmp_path / "ds.json")
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "probe solves &lt;b&gt;" in text and "near wins" in text
+    page = Page(text)
+    rows = by_run(page.tables["shortcut-table"])
+    assert rows["b"]["probe best (step 20) SR %"][1]["data-value"] == repr(0.75)
+    assert rows["b"]["probe final (step 40) SR %"][1]["data-value"] == repr(0.5)
+    assert rows["a"]["demonstrator SR %"][1]["data-value"] == repr(1.0)
+    assert rows["all"]["demonstrator SR %"][1]["data-low"] == repr(float(wilson(7, 8)[0]))
+    assert [rows[t]["solved"][0] for t in ("a", "b")] == ["no", "yes"]
+    ds = by_run(page.tables["data-source-table"])
+    assert ds["near"]["SR %"][1]["data-value"] == repr(1.0)
+    assert ds["far"]["train-test distance cm (median / max)"][0] == "5.00 / 10.00"
+    # anything else is one error line
+    (tmp_path / "bad.json").write_text(json.dumps({"diagnostic": "vibes"}))
+    proc = cli(runs[0], "--out", tmp_path / "x.html", "--diagnostics", tmp_path / "bad.json")
+    assert proc.returncode == 2 and "field 'diagnostic' is 'vibes'" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0

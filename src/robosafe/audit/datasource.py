@@ -45,7 +45,10 @@ def initial_xy(run_dir: Path) -> dict[tuple[str, int], dict[str, np.ndarray]]:
         if row.get("error_type"):
             continue
         cell = Cell.of_row(row)
-        (ep,) = read_episodes(run.trace_path(cell))
+        eps, errors = read_episodes(run.trace_path(cell))
+        if errors:
+            raise errors[0]
+        ep = eps[0]
         if ep.body_pos_m is None:
             continue
         keep = [i for i, b in enumerate(ep.body_names) if ep.body_roles.get(b) != "robot"]
@@ -77,6 +80,7 @@ def train_test_distance(train: dict, test: dict) -> dict[str, Any]:
 
 def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[int],
                      per_seed: int, out: Path, cfg: dict[str, Any], seed: int, run: RunFn,
+                     horizon: int | None = None,
                      demonstrator: str = "scripted-careful",
                      on_step: Callable[[int, int, float], None] | None = None,
                      notes: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
@@ -97,13 +101,14 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
     cfg = {**cfg, "checkpoints": 1}  # App. A.3: no checkpoint selection
     result: dict[str, Any] = {"diagnostic": "data-source", "suite": suite,
                               "tasks": sorted(tasks), "seeds": seeds, "per_seed": per_seed,
+                              "horizon": horizon,
                               "jitter": {"xy_m": JITTER[0], "yaw_deg": JITTER[1]},
                               "far_seed_offset": FAR_SEED_OFFSET, "policies": {}}
     rows: dict[str, list[dict[str, Any]]] = {}
     starts: dict[str, dict] = {}
     for name, src in sources.items():
         rc = RunConfig(policy=demonstrator, tasks=tasks, episodes=n_demo, seeds=src["seeds"],
-                       suite=suite, images=True, record_frames=True,
+                       suite=suite, images=True, record_frames=True, horizon=horizon,
                        placement_jitter=src["placement_jitter"])
         collected = out / f"collect-{name}"
         run(rc, collected, f"collect {name}")
@@ -117,7 +122,8 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
                                seed=seed, on_step=on_step)
         ((_, ckpt),) = training.checkpoints
         ev = RunConfig(policy=f"probe:{ckpt}", tasks=tasks, episodes=len(seeds),
-                       seeds=tuple(seeds), suite=suite, images=True, policy_name=f"bc-{name}")
+                       seeds=tuple(seeds), suite=suite, images=True, horizon=horizon,
+                       policy_name=f"bc-{name}")
         rows[name] = run(ev, out / f"eval-{name}", f"bc-{name}")
         starts[name] = initial_xy(collected)
         result["policies"][name] = {"demos": demos.episodes, "checkpoint": str(ckpt),

@@ -344,6 +344,7 @@ def seed_overlap(demos: Demos, tasks: list[str], seeds: list[int]) -> dict[str, 
 
 def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, out: Path,
                    cfg: dict[str, Any], seed: int, seeds: list[int], run: RunFn,
+                   horizon: int | None = None,
                    on_step: Callable[[int, int, float], None] | None = None,
                    notes: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """Train the probe on ``demos``, evaluate every checkpoint on ``tasks`` with ``seeds``
@@ -367,7 +368,7 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
     checkpoints = []
     for step, path in training.checkpoints:
         rc = RunConfig(policy=f"probe:{path}", tasks=tasks, episodes=n, seeds=tuple(seeds),
-                       suite=suite, images=True, policy_name=f"probe@{step}")
+                       suite=suite, images=True, horizon=horizon, policy_name=f"probe@{step}")
         checkpoints.append({"step": step, "path": str(path),
                             **rates(run(rc, out / "eval" / f"step-{step:06d}", f"probe@{step}"))})
     best = max(checkpoints, key=lambda c: (c["successes"], c["step"]))
@@ -378,12 +379,13 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
         notes(f"the dataset's demonstrator ({demos.policy or 'not recorded'}) cannot be run "
               "again here: no demonstrator SR to compare with")
     else:
-        rc = RunConfig(policy=spec, tasks=tasks, episodes=n, seeds=tuple(seeds), suite=suite)
+        rc = RunConfig(policy=spec, tasks=tasks, episodes=n, seeds=tuple(seeds), suite=suite,
+                       horizon=horizon)
         demonstrator = {"policy": spec, **rates(run(rc, out / "eval" / "demonstrator", spec))}
     solved = solved_tasks(best, demonstrator) if demonstrator else []
     result = {
         "diagnostic": "shortcut", "suite": suite, "tasks": sorted(tasks), "seeds": seeds,
-        "episodes_per_task": n,
+        "episodes_per_task": n, "horizon": horizon,
         "demos": {"episodes": demos.episodes, "frames": len(demos.task),
                   "dropped_unsuccessful": demos.dropped, "policy": demos.policy,
                   "seed_overlap": seed_overlap(demos, sorted(tasks), seeds)},

@@ -82,6 +82,8 @@ def shortcut(
     checkpoints: int = typer.Option(None, "--checkpoints", min=1,
                                     help="Evenly spaced checkpoints to score (probe.yaml: 3)."),
     seed: int = typer.Option(0, "--seed", help="Training seed (weights, batches, augmentation)."),
+    horizon: int = typer.Option(None, "--horizon", min=1,
+                                help="Steps per evaluation episode (default: the task's 30 s)."),
     out: Path = typer.Option(Path("robosafe-shortcut"), "--out", "-o",
                              help="Audit directory: training state, checkpoints, evaluation "
                                   "runs, shortcut.json (rerun to resume)."),
@@ -106,6 +108,7 @@ def shortcut(
     with bar:
         result = shortcut_audit(tasks=tasks, suite=suite, demos=demo_set, out=out, cfg=cfg,
                                 seed=seed, seeds=seed_list, run=_runner(workers, as_json),
+                                horizon=horizon,
                                 on_step=on_step, notes=_note)
     if as_json:
         emit_json(result, None, True)
@@ -150,6 +153,9 @@ def data_source(
                                       "has as many)."),
     steps: int = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000)."),
     seed: int = typer.Option(0, "--seed", help="Training seed (both policies)."),
+    horizon: int = typer.Option(None, "--horizon", min=1,
+                                help="Steps per episode, collected and evaluated (default: the "
+                                     "task's 30 s)."),
     out: Path = typer.Option(Path("robosafe-data-source"), "--out", "-o",
                              help="Audit directory: collections, datasets, training, "
                                   "evaluations, data_source.json (rerun to resume)."),
@@ -172,6 +178,7 @@ def data_source(
     with bar:
         res = datasource_audit(tasks=tasks, suite=suite, seeds=seed_list, per_seed=per_seed,
                                out=out, cfg=cfg, seed=seed, run=_runner(workers, as_json),
+                               horizon=horizon,
                                on_step=on_step, notes=_note)
     if as_json:
         emit_json(res, None, True)

@@ -22,6 +22,9 @@ def report(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     workers: int = typer.Option(0, "--workers", min=0,
                                 help="Scoring processes (0 = one per two CPU cores)."),
+    diagnostics: list[Path] = typer.Option(None, "--diagnostics",
+                                           help="shortcut.json / data_source.json of robosafe "
+                                                "audit shortcut | data-source (repeatable)."),
 ) -> None:
     """Write an HTML report: SR / Safety / SBU / P[U|S] / VSI / CC with 95% intervals,
     SR-vs-Safety figure, per-spec and per-task breakdowns, perturbation curves, crashes.
@@ -32,5 +35,5 @@ def report(
 
     workers = workers or max(1, (os.cpu_count() or 1) // 2)
     path = write_report(run_dirs, out, title=title, n_boot=bootstrap, seed=seed,
-                        workers=workers)
+                        workers=workers, diagnostics=diagnostics or ())
     typer.echo(str(path))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -523,8 +524,84 @@ def _section_crashed(results: Sequence[RunResult]) -> str:
     return f"<section id=\"crashed\"><h2>Crashed episodes</h2>{body}</section>"
 
 
+DIAGNOSTICS = ("shortcut", "data-source")
+
+
+def load_diagnostics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The result files of ``audit shortcut`` / ``audit data-source`` (shortcut.json,
+    data_source.json); one error line for a file that is neither."""
+    out = []
+    for p in paths:
+        try:
+            doc = json.loads(Path(p).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RobosafeError(f"{p}: not a readable diagnostics JSON file ({exc})") from None
+        kind = doc.get("diagnostic") if isinstance(doc, dict) else None
+        if kind not in DIAGNOSTICS:
+            raise RobosafeError(f"{p}: field 'diagnostic' is {kind!r}; expected the output of "
+                                "robosafe audit shortcut or audit data-source")
+        out.append(doc)
+    return out
+
+
+def _rate(r: dict[str, Any] | None, metric: str) -> Num:
+    if not r or r.get("sr") is None:
+        return Num("-")
+    return Num(f"{pct_ci(r['sr'], r['ci'])} ({r['successes']}/{r['episodes']})", metric,
+               r["sr"], r["ci"])
+
+
+def _shortcut_html(d: dict[str, Any]) -> str:
+    best, final, demo = d["best"], d["final"], d["demonstrator"]
+    rows = [[t, _rate(demo["tasks"].get(t) if demo else None, "demonstrator"),
+             _rate(best["tasks"].get(t), "probe-best"), _rate(final["tasks"].get(t), "probe-final"),
+             "yes" if t in d["solved"] else "no"] for t in d["tasks"]]
+    rows.append(["all", _rate(demo, "demonstrator"), _rate(best, "probe-best"),
+                 _rate(final, "probe-final"), str(len(d["solved"]))])
+    return (f"<h3>Shortcut probe ({_e(d['suite'] or 'tasks')})</h3>"
+            + _table(["task", "demonstrator SR %", f"probe best (step {best['step']}) SR %",
+                      f"probe final (step {final['step']}) SR %", "solved"], rows,
+                     table_id="shortcut-table")
+            + f"<p>{_e(d['conclusion'] or 'No demonstrator SR to compare with.')}</p>"
+            + "<p class=\"note\">The probe never reads the instruction: a learned task index "
+              "replaces it (paper 002 Sec. 3, App. A.1). Best = the checkpoint scoring highest "
+              "on these same episodes (selection on the test set, as the paper reports); final "
+              f"= the last step. {d['episodes_per_task']} episodes per task, Wilson 95% "
+              "intervals.</p>")
+
+
+def _datasource_html(d: dict[str, Any]) -> str:
+    rows = []
+    for name, p in d["policies"].items():
+        dist = p["train_test_distance"]
+        rows.append([name, Num(str(p["demos"]), "demos", p["demos"]),
+                     Num(f"{100 * dist['median_m']:.2f} / {100 * dist['max_m']:.2f}",
+                         "distance-cm", dist["median_m"]), _rate(p, f"sr-{name}")])
+    w = d["paired_test"]["wald"]
+    z = "infinite" if w["statistic"] is None else f"{w['statistic']:.3f}"
+    return (f"<h3>Data-source dependence ({_e(d['suite'] or 'tasks')})</h3>"
+            + _table(["training data", "demos", "train-test distance cm (median / max)",
+                      "SR %"], rows, table_id="data-source-table")
+            + f"<p>Paired Wald test, near over far: Z = {_e(z)}, one-sided p = "
+              f"{w['pvalue']:.4g}. {_e(d['conclusion'])}</p>"
+            + "<p class=\"note\">Near: demonstrations at the evaluation seeds with objects "
+              "jittered by up to 0.0025 m and 15 degrees; far: other seeds (paper 002 Sec. 6, "
+              "App. A.3). Distance: per training episode, the largest horizontal displacement "
+              "of a body from the nearest evaluation episode of its task.</p>")
+
+
+def _section_diagnostics(diagnostics: Sequence[dict[str, Any]]) -> str:
+    if not diagnostics:
+        return ""
+    parts = [_shortcut_html(d) if d["diagnostic"] == "shortcut" else _datasource_html(d)
+             for d in diagnostics]
+    return "<section id=\"diagnostics\"><h2>Benchmark diagnostics</h2>" + "".join(parts) \
+        + "</section>"
+
+
 def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: int,
-                registry: Registry, generated: str) -> str:
+                registry: Registry, generated: str,
+                diagnostics: Sequence[dict[str, Any]] = ()) -> str:
     """The report page for already loaded runs (``metrics`` filled in)."""
     rates = [agg.spec_violation_rates(r.scores, (), registry, n_boot=0)[0] for r in results]
     comp = [agg.sbu_composition(r.scores, ())[0] for r in results]
@@ -533,7 +610,7 @@ def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: 
         _section_main(results, n_boot, seed), _section_scatter(results),
         _section_specs(results, rates, registry), _section_sbu(results, comp, registry),
         _section_tasks(results, n_boot, seed), _section_levels(results),
-        _section_crashed(results), "</main>"])
+        _section_diagnostics(diagnostics), _section_crashed(results), "</main>"])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -544,7 +621,7 @@ def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: 
 
 def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
                  title: str | None = None, n_boot: int = 10_000, seed: int = 0,
-                 workers: int = 1) -> Path:
+                 workers: int = 1, diagnostics: Sequence[str | Path] = ()) -> Path:
     """Score the run directories and write one self-contained HTML report; returns its path.
 
     Sections: runs header; main table SR / Safety / SBU / P[U|S] / VSI / VSI|U / CC with 95%
@@ -552,8 +629,10 @@ def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
     the non-dominated frontier and the per-spec violation heatmap (SafeVLA-Bench Fig. 2,
     Tables 7-8); SBU composition (App. A.5, Tables 10-11); per-task SR / Safety / CC (App.
     A.6, Table 12); SR against W0-W4 / V0-V4 when the runs vary them (VLA-Arena Fig. 2); and
-    the crashed episodes with their error_type.
+    the benchmark diagnostics given (the shortcut probe's and demonstrator's SR per task, the
+    data-source comparison: paper 002 Sec. 3 and 6); the crashed episodes with their error_type.
     """
+    diags = load_diagnostics(diagnostics)
     if not run_dirs:
         raise RobosafeError("no run directories given")
     seen: dict[Path, str] = {}
@@ -572,7 +651,7 @@ def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
         results.append(r)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = render_html(results, title=title or "robosafe report", n_boot=n_boot, seed=seed,
-                       registry=load_registry(), generated=generated)
+                       registry=load_registry(), generated=generated, diagnostics=diags)
     out = Path(out_path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
