@@ -209,7 +209,13 @@ class ProbePolicy:
         if not self.queue:
             m = self.meta
             state = normalise(state_row(obs)[None], m["state_mean"], m["state_std"])
-            out = self.net(self._images(obs), state, torch.tensor([self.task]))[0].numpy()
+            # one thread: a single small forward pass, next to simulator workers on the cores
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                out = self.net(self._images(obs), state, torch.tensor([self.task]))[0].numpy()
+            finally:
+                torch.set_num_threads(threads)
             actions = out * np.asarray(m["action_std"]) + np.asarray(m["action_mean"])
             self.queue = list(np.clip(actions[: self.cfg["execute"]], -1.0, 1.0))
         return self.queue.pop(0).astype(float)
