@@ -15,6 +15,23 @@ from robosafe.cli.audit import audit_app
 from robosafe.cli.run import _ints, run_with_progress, select_tasks
 from robosafe.errors import RobosafeError
 
+# Options both diagnostics take (one declaration, one meaning).
+EVAL_EPISODES = typer.Option(10, "--episodes", "-n", min=1,
+                             help="Evaluation episodes (seeds) per task and policy.")
+STEPS = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000).")
+HORIZON = typer.Option(None, "--horizon", min=1,
+                       help="Steps per episode (default: the task's 30 s).")
+WORKERS = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes.")
+AS_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+
+
+def _eval_seeds(seeds: str | None, episodes: int) -> list[int]:
+    """The evaluation seeds: --seeds, one per episode, or 0..N-1 (what `run` gives any policy)."""
+    seed_list = list(_ints(seeds, "--seeds")) if seeds else list(range(episodes))
+    if len(seed_list) != episodes:
+        raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
+    return seed_list
+
 
 def _quiet(as_json: bool) -> bool:
     return as_json or not sys.stderr.isatty()
@@ -75,20 +92,18 @@ def shortcut(
     level: int = R.LEVEL,
     task_id: list[str] = R.TASK_ID,
     task: list[Path] = R.TASK,
-    episodes: int = typer.Option(10, "--episodes", "-n", min=1,
-                                 help="Evaluation episodes per task and checkpoint."),
+    episodes: int = EVAL_EPISODES,
     seeds: str = R.SEEDS,
-    steps: int = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000)."),
+    steps: int = STEPS,
     checkpoints: int = typer.Option(None, "--checkpoints", min=1,
                                     help="Evenly spaced checkpoints to score (probe.yaml: 3)."),
     seed: int = typer.Option(0, "--seed", help="Training seed (weights, batches, augmentation)."),
-    horizon: int = typer.Option(None, "--horizon", min=1,
-                                help="Steps per evaluation episode (default: the task's 30 s)."),
+    horizon: int = HORIZON,
     out: Path = typer.Option(Path("robosafe-shortcut"), "--out", "-o",
                              help="Audit directory: training state, checkpoints, evaluation "
                                   "runs, shortcut.json (rerun to resume)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    workers: int = WORKERS,
+    as_json: bool = AS_JSON,
 ):
     """Shortcut probe (paper 002, Sec. 3): train a policy that never reads the instruction
     (a task index instead) on the demonstrations, score its checkpoints on the suite with the
@@ -99,9 +114,7 @@ def shortcut(
     from robosafe.audit.shortcut import load_demos, shortcut_audit
 
     tasks = select_tasks(suite, level, task_id, task)
-    seed_list = list(_ints(seeds, "--seeds")) if seeds else list(range(episodes))
-    if len(seed_list) != episodes:
-        raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
+    seed_list = _eval_seeds(seeds, episodes)
     quiet = _quiet(as_json)
     demo_set = load_demos(demos, cfg)
     bar, on_step = _trainer_bar(quiet)
@@ -145,22 +158,19 @@ def data_source(
     level: int = R.LEVEL,
     task_id: list[str] = R.TASK_ID,
     task: list[Path] = R.TASK,
-    episodes: int = typer.Option(10, "--episodes", "-n", min=1,
-                                 help="Evaluation episodes (seeds) per task."),
+    episodes: int = EVAL_EPISODES,
     seeds: str = R.SEEDS,
     per_seed: int = typer.Option(2, "--demos-per-seed", min=1,
                                  help="Near demonstrations per evaluation seed (the far set "
                                       "has as many)."),
-    steps: int = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000)."),
+    steps: int = STEPS,
     seed: int = typer.Option(0, "--seed", help="Training seed (both policies)."),
-    horizon: int = typer.Option(None, "--horizon", min=1,
-                                help="Steps per episode, collected and evaluated (default: the "
-                                     "task's 30 s)."),
+    horizon: int = HORIZON,
     out: Path = typer.Option(Path("robosafe-data-source"), "--out", "-o",
                              help="Audit directory: collections, datasets, training, "
                                   "evaluations, data_source.json (rerun to resume)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    workers: int = WORKERS,
+    as_json: bool = AS_JSON,
 ):
     """Data-source dependence (paper 002, Sec. 6): one policy trained on demonstrations
     jittered around the evaluation seeds (0.0025 m, 15 deg), one on demonstrations from other
@@ -171,9 +181,7 @@ def data_source(
     from robosafe.audit.datasource import datasource_audit
 
     tasks = select_tasks(suite, level, task_id, task)
-    seed_list = list(_ints(seeds, "--seeds")) if seeds else list(range(episodes))
-    if len(seed_list) != episodes:
-        raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
+    seed_list = _eval_seeds(seeds, episodes)
     bar, on_step = _trainer_bar(_quiet(as_json))
     with bar:
         res = datasource_audit(tasks=tasks, suite=suite, seeds=seed_list, per_seed=per_seed,
