@@ -75,6 +75,7 @@ def collect(
     task: list[Path] = R.TASK,
     episodes: int = R.EPISODES,
     seeds: str = R.SEEDS,
+    assets: str = R.ASSETS,
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(False, "--images/--no-images",
                                 help="Render the task's cameras into mp4 videos."),
@@ -96,7 +97,8 @@ def collect(
     tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
                     seeds=_ints(seeds, "--seeds") if seeds else (), horizon=horizon,
-                    suite=suite, images=images, record_frames=True)
+                    suite=suite, images=images, record_frames=True,
+                    assets=R.asset_source(assets, "robosafe"))
     out.parent.mkdir(parents=True, exist_ok=True)
     keep = run_dir is not None
     where = run_dir if keep else Path(tempfile.mkdtemp(dir=out.parent, prefix=".collect-"))

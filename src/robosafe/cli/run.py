@@ -115,6 +115,22 @@ TASK = typer.Option(None, "--task", help="A CBDDL task file (repeatable).")
 EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
 SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
                                            "(default 0..N-1).")
+ASSETS = typer.Option("stand-in", "--assets",
+                      help="stand-in (procedural, built in) or libero (LIBERO's own meshes for "
+                           "the categories they cover; the libero-assets extra).")
+
+
+def asset_source(assets: str, host: str) -> str:
+    """--assets checked before any episode runs (run and collect)."""
+    if assets not in ("stand-in", "libero"):
+        fail(f"--assets: {assets!r} is neither stand-in nor libero")
+    if assets != "stand-in" and host != "robosafe":
+        fail("--assets chooses robosafe's own simulator assets; LIBERO's host always has its own")
+    if assets == "libero":
+        from robosafe.sim.libero_assets import assets_root
+
+        assets_root()  # one line naming the extra, before any episode
+    return assets
 
 
 def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
@@ -157,6 +173,7 @@ def run(
     task: list[Path] = TASK,
     episodes: int = EPISODES,
     seeds: str = SEEDS,
+    assets: str = ASSETS,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -196,7 +213,7 @@ def run(
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
                     obs_adapter=obs_adapter, record_frames=record_frames,
-                    checkpoint_ref=checkpoint)
+                    checkpoint_ref=checkpoint, assets=asset_source(assets, host))
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet, lines=not as_json and not sys.stderr.isatty())

@@ -52,6 +52,7 @@ class RunConfig:
     # (xy metres, yaw degrees): objects placed off each seed's spots, a stream per episode index
     # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
     placement_jitter: tuple[float, ...] = ()
+    assets: str = "stand-in"  # robosafe host: "libero" builds what LIBERO's assets cover
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +120,7 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
         env = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
-                      horizon=cfg.horizon,
+                      horizon=cfg.horizon, assets=cfg.assets,
                       image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env

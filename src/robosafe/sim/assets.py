@@ -633,9 +633,16 @@ class Asset(MujocoXMLObject):
     ``free_joint`` (None when fixed), ``xml`` (the generated MJCF). robosuite's own ``joints`` and
     ``sites`` lists are left as robosuite defines them (its envs index ``obj.joints[0]``)."""
 
-    def __init__(self, cat: Category, name: str, *, rgba=None, fixed: bool | None = None):
+    def __init__(self, cat: Category, name: str, *, rgba=None, fixed: bool | None = None,
+                 source: str = "stand-in"):
         fixed = cat.kind == "fixture" if fixed is None else bool(fixed)
-        xml, out = _generate(cat, rgba, fixed)
+        if source == "libero":
+            cat, xml, out = _libero(cat, fixed)
+        elif source == "stand-in":
+            xml, out = _generate(cat, rgba, fixed)
+        else:
+            raise RegistryError(f"asset source must be 'stand-in' or 'libero', got {source!r}")
+        self.source = source
         fd, path = tempfile.mkstemp(prefix="robosafe_asset_", suffix=".xml")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -670,9 +677,23 @@ class Asset(MujocoXMLObject):
         return np.array(self.category.half_extents)
 
 
-def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None) -> Asset:
+def _libero(cat: Category, fixed: bool) -> tuple[Category, str, _Out]:
+    """LIBERO's own asset for ``cat`` (see :mod:`robosafe.sim.libero_assets`), with the
+    stand-in's root sites it lacks scaled onto it."""
+    from robosafe.sim.libero_assets import real_xml
+
+    stand_in = _build(_registry()[0][cat.name])
+    xml, real, part_geoms, visual, sites, joints = real_xml(cat, fixed, stand_in.sites,
+                                                           cat.half_extents)
+    out = _Out(part_geoms=part_geoms, visual=visual, recolor=list(visual), sites=sites,
+               joints=joints)
+    return real, xml, out
+
+
+def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,
+               source: str = "stand-in") -> Asset:
     """A robosuite object for category ``cat`` named ``name`` (robosuite prefixes every element
     with ``f"{name}_"``). Objects get a free joint unless ``fixed``; fixtures are fixed by default.
     A fixed asset has no joint on its root body, so the world builder may weld it or make it a
     mocap body (set ``mocap="true"`` on ``asset.get_obj()``)."""
-    return Asset(_resolve(cat), name, rgba=rgba, fixed=fixed)
+    return Asset(_resolve(cat), name, rgba=rgba, fixed=fixed, source=source)

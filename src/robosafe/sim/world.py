@@ -24,7 +24,8 @@ from robosuite.models.arenas import TableArena
 from robosuite.models.tasks import ManipulationTask
 
 from robosafe.errors import TaskError
-from robosafe.sim.assets import make_asset
+from robosafe.sim.assets import category, make_asset
+from robosafe.sim.libero_assets import assets_root, covered
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
@@ -64,9 +65,15 @@ class ArenaEnv(ManipulationEnv):
     adds the gymnasium API, costs, perturbations and the recorder."""
 
     def __init__(self, problem: Problem, *, source: str = "<task>", control_freq: float,
-                 horizon: int, robots: str | None = None, **kwargs):
+                 horizon: int, robots: str | None = None, assets: str = "stand-in",
+                 **kwargs):
         cfg = config()
         self.problem = problem
+        if assets not in ("stand-in", "libero"):
+            raise TaskError(f"assets must be 'stand-in' or 'libero', got {assets!r}")
+        if assets == "libero":
+            assets_root()  # one line naming the extra when LIBERO's assets are not installed
+        self.asset_source = assets
         self.source = source
         self.scene = scene(problem.name)
         self.table_full_size = tuple(self.scene["full_size"])
@@ -104,9 +111,18 @@ class ArenaEnv(ManipulationEnv):
                     geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
         decls += list(self.problem.objects)
+        real = set(covered()) if self.asset_source == "libero" else set()
         self.assets = {d.name: make_asset(d.category, d.name,
-                                          fixed=True if d.name in self.moving else None)
+                                          fixed=True if d.name in self.moving else None,
+                                          source="libero" if category(d.category).name in real
+                                          else "stand-in")
                        for d in decls}
+        if self.asset_source == "libero":
+            stand_ins = sorted({a.category.name for a in self.assets.values()
+                                if a.source == "stand-in"})
+            if stand_ins:  # said once per task: these look unlike LIBERO's to a policy
+                self.notes.add("LIBERO's assets have no " + ", ".join(stand_ins)
+                               + ": procedural stand-ins used")
         self.model = ManipulationTask(mujoco_arena=arena,
                                       mujoco_robots=[r.robot_model for r in self.robots],
                                       mujoco_objects=list(self.assets.values()))
