@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli.run import ASSETS, asset_source
 
 suites_app = typer.Typer(no_args_is_help=True, help="Built-in task suites: list, show, check.")
 app.add_typer(suites_app, name="suites")
@@ -71,12 +72,15 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
           seeds: int = typer.Option(2, "--seeds", min=1, help="Seeds 0..N-1 per task."),
           policy: str = typer.Option("scripted-careful",
                                      help="Policy that must solve L0 tasks."),
+          assets: str = ASSETS,
           as_json: bool = typer.Option(False, "--json")):
     """Check every task: placement over seeds, rendering, the policy on L0 (and on the demo
     suite), and that the suite's deliberate violation makes the named cost term fire. One line
     per task; exit 1 if any task fails."""
     from robosafe.runner.check import check_task, check_violation
     from robosafe.tasks.suites import suite_checks, suite_entries, suite_names
+
+    assets = asset_source(assets, "robosafe")
 
     rows = []
     for name in suites or suite_names():
@@ -88,7 +92,7 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
         for t in entries:
             solve = t.level in (0, None)
             c = check_task(t.path, seeds=tuple(range(seeds)), task_id=t.task_id,
-                           policy=policy if solve else None, render=True)
+                           policy=policy if solve else None, render=True, assets=assets)
             problems = list(c.problems)
             spec = violations.get(t.task_id)
             if spec and not problems:

@@ -67,15 +67,18 @@ def placement_problems(env) -> list[str]:
 
 
 def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
-               render: bool = True, task_id: str | None = None) -> TaskCheck:
-    """Build ``path`` for each seed and check placement (and rendering, and the policy)."""
+               render: bool = True, task_id: str | None = None,
+               assets: str = "stand-in") -> TaskCheck:
+    """Build ``path`` for each seed and check placement (and rendering, and the policy), with
+    the stand-ins or LIBERO's own assets."""
     from robosafe.policies.base import make_policy
     from robosafe.sim.env import TaskEnv
 
     path = Path(path)
     out = TaskCheck(task_id or path.stem)
     try:
-        env = TaskEnv(path, render=render, image_size=(32, 32), task_id=out.task_id)
+        env = TaskEnv(path, render=render, image_size=(32, 32), task_id=out.task_id,
+                      assets=assets)
     except RobosafeError as err:
         out.problems.append(str(err))
         return out

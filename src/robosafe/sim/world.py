@@ -56,6 +56,33 @@ def scene(problem_name: str) -> dict:
     return {**cfg["table"], **{k: v for k, v in hit.items() if k != "prefix"}}
 
 
+def inscribed_half(half, rot) -> np.ndarray:
+    """Half sizes of a world-axis-aligned rectangle (the site's proportions, or them turned a
+    quarter, whichever is larger) inside a box site's rectangle turned by ``rot`` about z (a yawed cabinet's drawer): placement samples
+    world rectangles, and the turned box's corners must not put an object outside the drawer."""
+    a, b = float(half[0]), float(half[1])
+    c, s = abs(float(rot[0, 0])), abs(float(rot[1, 0]))
+    if s < 1e-9:
+        return np.array([a, b])
+    best = np.zeros(2)
+    for p, q in ((a, b), (b, a)):  # its own proportions or turned a quarter (a cabinet at 90 deg)
+        k = min(a / (p * c + q * s), b / (p * s + q * c))
+        if k * k * p * q > best[0] * best[1]:
+            best = np.array([k * p, k * q])
+    return best
+
+
+def shrink_rects(rects: np.ndarray, hx: float, hy: float) -> np.ndarray:
+    """Rectangles (n, 4) pulled in by an object's half extents so its footprint stays inside;
+    a side narrower than the object shrinks to its centre line."""
+    out = np.array(rects, dtype=float)
+    for lo, hi, h in ((0, 2, hx), (1, 3, hy)):
+        mid = (out[:, lo] + out[:, hi]) / 2
+        half = np.maximum((out[:, hi] - out[:, lo]) / 2 - h, 0.0)
+        out[:, lo], out[:, hi] = mid - half, mid + half
+    return out
+
+
 def _line(node) -> int | None:
     return getattr(getattr(node, "pos", None), "line", None)
 
@@ -159,8 +186,11 @@ class ArenaEnv(ManipulationEnv):
         self.frozen = set()
         self.motion_on = False
         self._substep = 0
-        self.start_pose = self._place()
+        # drawers and doors first: an object the task puts In an opened drawer is placed in
+        # the drawer where it is open, not where it was closed
         self._apply_init_states()
+        self.sim.forward()
+        self.start_pose = self._place()
         self.sim.forward()
 
     def reset(self):
@@ -200,6 +230,7 @@ class ArenaEnv(ManipulationEnv):
         if not region.ranges and site is not None:
             sid = self.sim.model._model.site(site).id
             c, half = d.site_xpos[sid].copy(), self.sim.model._model.site_size[sid][:2]
+            half = inscribed_half(half, d.site_xmat[sid].reshape(3, 3))
             floor = c[2] - self.sim.model._model.site_size[sid][2]
             rects = np.array([[c[0] - half[0], c[1] - half[1], c[0] + half[0], c[1] + half[1]]])
         else:
@@ -273,6 +304,11 @@ class ArenaEnv(ManipulationEnv):
                 raise TaskError(f"{name}: unknown region {ref!r}", source=self.source,
                                 line=_line(atom))
             rects, yaws, floor = self.region_geometry(region)
+            target = self.assets.get(region.target)
+            if not region.ranges and target is not None and region.name in target.named_sites:
+                # a drawer's or container's inside: the whole object goes in, not only its
+                # centre (a round tomato on the rim of a drawer rolls out while settling)
+                rects = shrink_rects(rects, hx, hy)
             lift = 0.0
             if region.height_ranges:
                 lo, hi = region.height_ranges[0]
