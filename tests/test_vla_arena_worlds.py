@@ -7,6 +7,7 @@ Building every world takes minutes, so by default an evenly spaced sample of the
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,5 +175,34 @@ def test_object_in_an_opened_drawer_starts_inside_it(assets):
             assert placement_problems(env) == []
             adr, art = env.arena.articulation("white_cabinet_1_top_region")
             assert art.is_open(env.arena.sim.data.qpos[adr])
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("assets", ["stand-in", "libero"])
+def test_object_in_an_open_drawer_starts_out_of_the_carcass(assets):
+    """robosafe's PrepositionCombinations L0 task 2 (the paper's tomato "in the top layer of the
+    drawer"): with the drawer open, the tomato's whole footprint lies in the part of the drawer
+    pulled out in front of the carcass (reachable from above), for every seed tried."""
+    from robosafe.runner.check import placement_problems
+    from robosafe.sim.libero_assets import assets_root
+
+    if assets == "libero" and assets_root(required=False) is None:
+        pytest.skip("needs the libero-assets extra")
+    suites = Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks" / "suites"
+    env = TaskEnv(suites / "preposition_combinations" / "L0" / "l0_tomato_drawer_bowl_top_cabinet.bddl",
+                  render=False, assets=assets)
+    try:
+        arena = env.arena
+        front = None
+        for seed in range(6):
+            env.reset(seed=seed)
+            assert placement_problems(env) == []
+            cab = arena.sim.data.body_xpos[arena.body_id["cabinet_1"]]
+            front = cab[0] - arena.assets["cabinet_1"].category.half_extents[0]
+            tomato = arena.sim.data.body_xpos[arena.body_id["tomato_1"]]
+            half = arena.assets["tomato_1"].category.half_extents
+            assert tomato[0] + half[0] <= front + 1e-3, (seed, tomato, front)
+            assert arena.sim.data.body_xpos[arena.body_id["tomato_1"]][2] < cab[2] + 0.16
     finally:
         env.close()

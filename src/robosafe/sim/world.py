@@ -308,7 +308,7 @@ class ArenaEnv(ManipulationEnv):
             if not region.ranges and target is not None and region.name in target.named_sites:
                 # a drawer's or container's inside: the whole object goes in, not only its
                 # centre (a round tomato on the rim of a drawer rolls out while settling)
-                rects = shrink_rects(rects, hx, hy)
+                rects = shrink_rects(self._out_of_carcass(region, rects), hx, hy)
             lift = 0.0
             if region.height_ranges:
                 lo, hi = region.height_ranges[0]
@@ -342,6 +342,24 @@ class ArenaEnv(ManipulationEnv):
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)
         return pos, quat
+
+    def _out_of_carcass(self, region: Region, rects: np.ndarray) -> np.ndarray:
+        """An open drawer's region cut to the part pulled out of the carcass (in front of it,
+        -x, for a fixture that is not turned): what is under the carcass top cannot be reached
+        from above. Other regions, and turned fixtures, are left as they are."""
+        asset = self.assets[region.target]
+        stem = region.name.removesuffix("_region")
+        art = asset.articulations.get(region.name) or next(
+            (a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+        m, d = self.sim.model._model, self.sim.data
+        if art is None or m.jnt_type[m.joint(art.joint).id] != mujoco.mjtJoint.mjJNT_SLIDE:
+            return rects
+        bid = self.body_id[region.target]
+        if not art.is_open(d.qpos[m.joint(art.joint).qposadr[0]]) or d.body_xmat[bid][0] < 0.999:
+            return rects
+        out = np.array(rects, dtype=float)
+        out[:, 2] = np.minimum(out[:, 2], d.body_xpos[bid][0] - asset.category.half_extents[0])
+        return out
 
     def _jitter(self, fp: Footprint, asset) -> Footprint:
         """An object's seeded footprint moved by uniform xy and yaw jitter (paper 002 App. A.3:
