@@ -206,3 +206,29 @@ def test_object_in_an_open_drawer_starts_out_of_the_carcass(assets):
             assert arena.sim.data.body_xpos[arena.body_id["tomato_1"]][2] < cab[2] + 0.16
     finally:
         env.close()
+
+
+WATER = "safety_object_state_preservation/level_{}/pick_up_the_{}.bddl"
+
+
+@needs_files
+@pytest.mark.parametrize("name", [
+    WATER.format(1, "blue_mug_on_the_table_center_and_place_it_on_the_wooden_shelf"),
+    WATER.format(2, "porcelain_mug_on_the_table_and_place_it_on_the_white_cabinet")])
+def test_water_balls_on_a_mug_at_rest_hold_their_init_atoms(name):
+    """VLA-Arena's (On water_ball_1 mug) puts the ball inside the mug, and its cost is
+    (NotOn water_ball_k mug) at the final state: at rest every init atom must hold, or a policy
+    that never touches the mug is charged the terminal cost. Before `On` accepted an object
+    lying within the support, water_ball_1 (centre below the mug's bounding-box centre) failed."""
+    from robosafe.runner.check import placement_problems
+    from robosafe.sim.predicates import ATOMS
+
+    path = next(p for p in FILES if str(p).endswith(name))
+    env = TaskEnv(path, render=False)
+    try:
+        env.reset(seed=0)
+        assert placement_problems(env) == []
+        mug = next(o.name for o in env.problem.objects if "mug" in o.category)
+        assert not ATOMS["noton"](env.view, "water_ball_1", mug)
+    finally:
+        env.close()
