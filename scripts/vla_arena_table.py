@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "src/robosafe/tasks/suites/README.md"
 CSV = ROOT / "docs/vla_arena_files.csv"
-FIELDS = ("suite", "level", "file", "check", "warnings", "build", "build_libero", "solved",
-          "problem")
+COUNTED = ("check", "build", "rest", "build_libero", "rest_libero", "solved")
+FIELDS = ("suite", "level", "file", "check", "warnings", "build", "rest", "build_libero",
+          "rest_libero", "solved", "problem")
 
 
 def one(path: str) -> dict:
@@ -33,8 +34,8 @@ def one(path: str) -> dict:
 
     p = Path(path)
     row = {"suite": p.parent.parent.name, "level": p.parent.name.removeprefix("level_"),
-           "file": p.name, "check": 0, "warnings": 0, "build": 0, "build_libero": 0,
-           "solved": 0, "problem": ""}
+           "file": p.name, "check": 0, "warnings": 0, "build": 0, "rest": 0, "build_libero": 0,
+           "rest_libero": 0, "solved": 0, "problem": ""}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -49,33 +50,41 @@ def one(path: str) -> dict:
         return row
     row["check"] = 1
     stand = check_task(p, seeds=(0,), policy="scripted-careful", render=False)
-    row["build"] = int(stand.ok)  # built, reset, placed at rest, init atoms hold
+    row["build"], row["rest"] = _built(stand)
     row["solved"] = stand.successes
     row["problem"] = "; ".join(stand.problems)[:200]
     real = check_task(p, seeds=(0,), render=False, assets="libero")
-    row["build_libero"] = int(real.ok)
+    row["build_libero"], row["rest_libero"] = _built(real)
     if not real.ok and not row["problem"]:
         row["problem"] = "libero assets: " + "; ".join(real.problems)[:180]
     return row
+
+
+def _built(res) -> tuple[int, int]:
+    """(built: the world built and reset; at rest: also every object placed, settled without
+    sliding and every init atom holding). Placement findings are the "seed N:" lines."""
+    built = not [p for p in res.problems if not p.startswith("seed ")]
+    return int(built), int(built and res.ok)
 
 
 def table(rows: list[dict]) -> str:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["suite"], r["level"])].append(r)
-    lines = ["| suite | level | files | check | build (stand-ins) | build (LIBERO assets) | "
-             "scripted success |", "|---|---|---|---|---|---|---|"]
+    head = ("| suite | level | files | check | build (stand-ins) | at rest | build (LIBERO "
+            "assets) | at rest | scripted success |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     tot = defaultdict(int)
     for (suite, level), rs in sorted(groups.items()):
         n = len(rs)
-        c = {k: sum(int(r[k]) for r in rs) for k in ("check", "build", "build_libero", "solved")}
+        c = {k: sum(int(r[k]) for r in rs) for k in COUNTED}
         for k, v in c.items():
             tot[k] += v
         tot["files"] += n
-        lines.append(f"| {suite} | L{level} | {n} | {c['check']} | {c['build']} | "
-                     f"{c['build_libero']} | {c['solved']} |")
-    lines.append(f"| **all** | | **{tot['files']}** | **{tot['check']}** | **{tot['build']}** | "
-                 f"**{tot['build_libero']}** | **{tot['solved']}** |")
+        lines.append(f"| {suite} | L{level} | {n} | " + " | ".join(str(c[k]) for k in COUNTED)
+                     + " |")
+    lines.append(f"| **all** | | **{tot['files']}** | "
+                 + " | ".join(f"**{tot[k]}**" for k in COUNTED) + " |")
     return "\n".join(lines)
 
 
@@ -92,7 +101,8 @@ def main() -> None:
         for k, r in enumerate(pool.imap(one, files), 1):
             rows.append(r)
             print(f"[{k}/{len(files)}] {r['suite']}/L{r['level']}/{r['file']}: check "
-                  f"{r['check']} build {r['build']} libero {r['build_libero']} solved "
+                  f"{r['check']} build {r['build']}/{r['rest']} libero {r['build_libero']}/"
+                  f"{r['rest_libero']} solved "
                   f"{r['solved']} {r['problem'][:100]}", flush=True)
     md = table(rows)
     print(md)
@@ -102,8 +112,8 @@ def main() -> None:
             w.writeheader()
             w.writerows(rows)
         text = README.read_text()
-        text = re.sub(r"(<!-- vla-arena-table -->\n).*?(\n<!-- /vla-arena-table -->)",
-                      lambda m: m.group(1) + md + m.group(2), text, flags=re.S)
+        text = re.sub(r"(<!-- vla-arena-table -->\n).*?(<!-- /vla-arena-table -->)",
+                      lambda m: m.group(1) + md + "\n" + m.group(2), text, flags=re.DOTALL)
         README.write_text(text)
 
 

@@ -1,0 +1,40 @@
+"""The suites README's table of VLA-Arena's 170 files is the one `scripts/vla_arena_table.py`
+computes from its per-file CSV (docs/vla_arena_files.csv): the two cannot drift apart, and the
+CSV covers every file of the shipped folder."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+from test_vla_arena_files import FILES, needs_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("vla_arena_table",
+                                                  ROOT / "scripts" / "vla_arena_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_table_is_the_csv_summed():
+    mod = _script()
+    rows = list(csv.DictReader(mod.CSV.open()))
+    assert len(rows) == 170
+    assert mod.table(rows) in mod.README.read_text()
+    # the totals quoted in README.md are the table's
+    tot = {k: sum(int(r[k]) for r in rows) for k in mod.COUNTED}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"All 170 files check; {tot['build']} build and reset with the stand-ins "
+            f"({tot['build_libero']} with LIBERO's meshes)") in readme
+    assert f"`scripted-careful` solves {tot['solved']} in one" in readme
+
+
+@needs_files
+def test_csv_lists_every_shipped_file():
+    rows = list(csv.DictReader(_script().CSV.open()))
+    assert sorted(r["file"] for r in rows) == sorted(p.name for p in FILES)
