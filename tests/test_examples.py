@@ -12,9 +12,9 @@ from robosafe.trace.io import iter_episodes
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("make_examples",
-                                                  ROOT / "scripts" / "make_examples.py")
+def load_script(name: str = "make_examples"):
+    """scripts/<name>.py as a module (the scripts folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -5,20 +5,16 @@ CSV covers every file of the shipped folder."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
+from test_examples import load_script
 from test_vla_arena_files import FILES, needs_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("vla_arena_table",
-                                                  ROOT / "scripts" / "vla_arena_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("vla_arena_table")
 
 
 def test_readme_table_is_the_csv_summed():
