@@ -120,6 +120,23 @@ ASSETS = typer.Option("stand-in", "--assets",
                            "the categories they cover; the libero-assets extra).")
 
 
+COST_MODE = typer.Option("robosafe", "--cost-mode",
+                         help="robosafe (every listed term counts, terminal costs on every "
+                              "episode) or vla-arena (VLA-Arena's own accounting, episode "
+                              "length and cost scale, to compare with its leaderboard).")
+
+
+def cost_mode_for(mode: str, host: str) -> str:
+    """--cost-mode checked before any episode runs."""
+    from robosafe.tasks.cost import MODES
+
+    if mode not in MODES:
+        fail(f"--cost-mode: {mode!r} is not one of {', '.join(MODES)}")
+    if mode != "robosafe" and host != "robosafe":
+        fail("--cost-mode applies to CBDDL costs in robosafe's simulator; LIBERO's tasks have none")
+    return mode
+
+
 def asset_source(assets: str, host: str) -> str:
     """--assets checked before any episode runs (run and collect)."""
     if assets not in ("stand-in", "libero"):
@@ -174,6 +191,7 @@ def run(
     episodes: int = EPISODES,
     seeds: str = SEEDS,
     assets: str = ASSETS,
+    cost_mode: str = COST_MODE,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -213,7 +231,8 @@ def run(
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
                     obs_adapter=obs_adapter, record_frames=record_frames,
-                    checkpoint_ref=checkpoint, assets=asset_source(assets, host))
+                    checkpoint_ref=checkpoint, assets=asset_source(assets, host),
+                    cost_mode=cost_mode_for(cost_mode, host))
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet, lines=not as_json and not sys.stderr.isatty())

@@ -53,6 +53,9 @@ class RunConfig:
     # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
     placement_jitter: tuple[float, ...] = ()
     assets: str = "stand-in"  # robosafe host: "libero" builds what LIBERO's assets cover
+    # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code
+    # does (robosafe.tasks.cost), so cumulative_cost is the number VLA-Arena would report
+    cost_mode: str = "robosafe"
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -120,7 +123,7 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
         env = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
-                      horizon=cfg.horizon, assets=cfg.assets,
+                      horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
                       image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env
@@ -180,6 +183,8 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
         write_episodes(run.trace_path(cell), [ep])
         (score,) = score_episodes([ep])
         cost = ep.meta.get("cumulative_cost")  # hosts without CBDDL costs have none
+        if "vla_arena" in ep.meta:  # VLA-Arena's reported cost (its HazardAvoidance scale)
+            cost = ep.meta["vla_arena"]["cost"]
         row = {**outcome_row(score, load_registry()), **base,
                "cumulative_cost": None if cost is None else float(cost),
                "instruction": info["instruction"]}
