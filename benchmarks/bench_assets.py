@@ -60,8 +60,7 @@ def tasks(vla_arena: Path, n: int) -> list[str]:
 
 
 def _categories(path: Path) -> set[str]:
-    """The categories a task file uses; none for a file robosafe cannot read (the file tests
-    report those, not this benchmark)."""
+    """The categories a task file uses; none (and one line) for a file robosafe cannot read."""
     from robosafe.errors import RobosafeError
     from robosafe.sim.assets import category
     from robosafe.tasks import parse_file
@@ -70,7 +69,8 @@ def _categories(path: Path) -> set[str]:
         p = parse_file(path)
         return {category(d.category).name for d in (*p.fixtures, *p.objects)
                 if d.category != "table"}
-    except RobosafeError:
+    except RobosafeError as err:
+        print(f"skipped {path}: {str(err).splitlines()[0]}", file=sys.stderr)
         return set()
 
 

@@ -60,9 +60,8 @@ def placement_problems(env) -> list[str]:
             drift = float(np.linalg.norm(p[:2] - arena.start_pose[name][0][:2]))
             if drift > DRIFT_M:
                 problems.append(f"{name} slid {100 * drift:.1f} cm while settling")
-    failed = [p for p in env.problem.init if not view.atom(p)]
     problems += [f"init atom {p.name} {' '.join(map(str, p.args))} does not hold"
-                 for p in failed]
+                 for p in env.unheld_init()]
     return sorted(set(problems))
 
 

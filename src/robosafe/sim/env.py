@@ -225,12 +225,21 @@ class TaskEnv:
         _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         self.view.start_episode()
+        # the episode starts from the state as placed; a file's :init that it does not satisfy
+        # (a region no object can rest in, a mover away from its region) is said, not hidden
+        _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) does not "
+                   "hold after placement; episodes start from the state as placed"
+                   for p in self.unheld_init())
         self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}
         self._costs: list[float] = []
         self.steps = 0
         self.success = False
         self._ended = False
         return self._observe(), self._info(0.0, [0.0] * len(self._terms))
+
+    def unheld_init(self) -> list[Pred]:
+        """The ``:init`` atoms the state just placed does not satisfy."""
+        return [p for p in self.problem.init if not self.view.atom(p)]
 
     def _draw_perturbation(self, rng: np.random.Generator) -> VisualPerturbation:
         m = self.arena.model_ptr()

@@ -87,6 +87,16 @@ def _line(node) -> int | None:
     return getattr(getattr(node, "pos", None), "line", None)
 
 
+def region_articulation(asset, name: str):
+    """The articulation a region of ``asset`` names (``top_region`` -> the ``top`` drawer), or
+    None if the region is not an articulated part."""
+    art = asset.articulations.get(name)
+    if art is None:
+        stem = name.removesuffix("_region")
+        art = next((a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+    return art
+
+
 class ArenaEnv(ManipulationEnv):
     """robosuite env built from a parsed task. Use :class:`robosafe.sim.env.TaskEnv`, which
     adds the gymnasium API, costs, perturbations and the recorder."""
@@ -348,9 +358,7 @@ class ArenaEnv(ManipulationEnv):
         -x, for a fixture that is not turned): what is under the carcass top cannot be reached
         from above. Other regions, and turned fixtures, are left as they are."""
         asset = self.assets[region.target]
-        stem = region.name.removesuffix("_region")
-        art = asset.articulations.get(region.name) or next(
-            (a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+        art = region_articulation(asset, region.name)
         m, d = self.sim.model._model, self.sim.data
         if art is None or m.jnt_type[m.joint(art.joint).id] != mujoco.mjtJoint.mjJNT_SLIDE:
             return rects
@@ -392,11 +400,7 @@ class ArenaEnv(ManipulationEnv):
         if asset is None or not asset.articulations:
             raise TaskError(f"{entity!r} has no articulation (drawer, door or knob)",
                             source=self.source)
-        key = region.name if region is not None else None
-        art = asset.articulations.get(key) if key else None
-        if art is None and key:
-            stem = key.removesuffix("_region")
-            art = next((a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+        art = region_articulation(asset, region.name) if region is not None else None
         if art is None:
             art = next(iter(asset.articulations.values()))
         adr = int(self.sim.model._model.joint(art.joint).qposadr[0])
