@@ -183,6 +183,15 @@ def _pylist(arr: pa.Array) -> list:
     return arr.to_numpy(zero_copy_only=False).tolist() if not arr.null_count else arr.to_pylist()
 
 
+def _numpy_dtype(typ: pa.DataType) -> np.dtype:
+    """numpy dtype of a fixed-width numeric Arrow type. Arrow's own ``to_pandas_dtype`` imports
+    pandas, which the base install does not have."""
+    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+        raise TypeError(f"not a numeric Arrow type: {typ}")
+    kind = "f" if pa.types.is_floating(typ) else ("i" if pa.types.is_signed_integer(typ) else "u")
+    return np.dtype(f"{kind}{typ.bit_width // 8}")
+
+
 def _values(arr: pa.Array) -> np.ndarray | list:
     """The values of a primitive Arrow array as a writable numpy array, without a copy when
     the batch owns a mutable buffer (Parquet decoding gives one); strings as a list."""
@@ -190,7 +199,7 @@ def _values(arr: pa.Array) -> np.ndarray | list:
         return _pylist(arr)
     if pa.types.is_boolean(arr.type):
         return arr.to_numpy(zero_copy_only=False)  # bit-unpacked: a new array
-    dtype = np.dtype(arr.type.to_pandas_dtype())
+    dtype = _numpy_dtype(arr.type)
     buf = arr.buffers()[1]
     if buf is None:
         return np.zeros(len(arr), dtype)
