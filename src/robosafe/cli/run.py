@@ -41,7 +41,8 @@ def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
 
 
 def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
-                      quiet: bool, label: str | None = None, lines: bool = False) -> list[dict]:
+                      quiet: bool, label: str | None = None, lines: bool = False,
+                      ray_address: str | None = None) -> list[dict]:
     """Prepare the run directory, run its cells with a progress bar, return all rows.
     ``lines``: when stderr is not a terminal (no bar), one progress line per episode there."""
     import time
@@ -78,7 +79,8 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
                                   f"failed: {row['error_type']}: {row.get('error', '')}",
                                   soft_wrap=True, markup=False, highlight=False)
 
-        execute(run, cells, workers=workers, backend=backend, on_result=tick)
+        execute(run, cells, workers=workers, backend=backend, on_result=tick,
+                ray_address=ray_address)
     return run.outcomes()
 
 
@@ -206,8 +208,13 @@ def run(
     record_frames: bool = typer.Option(False, "--record-frames",
                                        help="Keep robot state and camera videos per episode "
                                             "(for `robosafe export lerobot`)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1,
+                                help="Parallel episodes (with --backend ray: at most this "
+                                     "many in flight on the cluster)."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
+    ray_address: str = typer.Option(None, "--ray-address",
+                                    help="An existing Ray cluster (HOST:PORT; default "
+                                         "$RAY_ADDRESS; none: a private one on this machine)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     checkpoint: str = typer.Option("", "--checkpoint-ref", help="Recorded in outcome rows."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
@@ -234,8 +241,15 @@ def run(
                     checkpoint_ref=checkpoint, assets=asset_source(assets, host),
                     cost_mode=cost_mode_for(cost_mode, host))
     quiet = as_json or not sys.stderr.isatty()
+    if ray_address and backend != "ray":
+        fail("--ray-address needs --backend ray")
+    if backend == "ray":
+        from robosafe.runner.cluster import preflight
+
+        preflight(ray_address)
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
-                             quiet=quiet, lines=not as_json and not sys.stderr.isatty())
+                             quiet=quiet, lines=not as_json and not sys.stderr.isatty(),
+                             ray_address=ray_address)
     s = summarize(rows)
     if as_json:
         emit_json({"run_dir": str(out), **s}, None, True)

@@ -14,9 +14,13 @@ function as Ray tasks, for clusters; ``pip install robosafe[ray]``).
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.rundir import Cell, RunDir, create_run, open_run
+from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run, open_run
 
 BACKENDS = ("local", "ray")
 
@@ -104,12 +108,74 @@ def _version() -> str:
 
 
 # -- the episode (runs in a worker) -------------------------------------------------------------
+# A worker never touches the run directory: it gets everything it needs in a CellJob and hands
+# every artifact back in a CellResult, which the driver writes (DESIGN.md, Runner backends: no
+# shared filesystem is assumed, so a cell on another machine must not write to that machine's
+# disk).
 _ENVS: dict[tuple, Any] = {}
 _POLICIES: dict[tuple, Any] = {}
+_TASK_FILES: dict[tuple[str, str], Path] = {}
+#: frame files travel in pieces of this size (the Ray backend puts each in the object store, so
+#: neither side holds a whole camera video in memory)
+CHUNK_BYTES = 4 << 20
 
 
-def _env(run: RunDir, cfg: RunConfig, cell: Cell):
-    key = (str(run.path), cell.task_id, cell.language_level, cell.visual_level)
+@dataclass(frozen=True)
+class CellJob:
+    """One cell and everything a worker needs to run it: the run config (run.json), the text of
+    the cell's task file, and the key that tells the worker's cached environments apart."""
+
+    run_key: str
+    config: dict[str, Any]
+    policy_name: str
+    task_text: str
+    cell: Cell
+
+
+@dataclass
+class CellResult:
+    """What a worker hands back: the outcome row and the files of the cell, as bytes.
+    ``frames`` maps a file name under ``frames/<cell>/`` to its chunks (bytes, or whatever the
+    backend's ``put`` made of them)."""
+
+    cell: Cell
+    row: dict[str, Any]
+    trace: bytes | None = None
+    actions: bytes | None = None
+    frames: dict[str, list[Any]] = field(default_factory=dict)
+    node: str = ""
+
+
+def _scratch() -> Path:
+    """This worker process's own temporary folder (task files, traces and frames in the making)."""
+    import atexit
+    import tempfile
+
+    if "dir" not in _SCRATCH:
+        d = Path(tempfile.mkdtemp(prefix="robosafe-worker-"))
+        atexit.register(shutil.rmtree, d, True)
+        _SCRATCH["dir"] = d
+    return _SCRATCH["dir"]
+
+
+_SCRATCH: dict[str, Path] = {}
+
+
+def _task_file(task_id: str, text: str) -> Path:
+    """The task text as a file named like the run's copy (worker-local)."""
+    key = (task_id, hashlib.sha256(text.encode()).hexdigest())
+    if key not in _TASK_FILES:
+        d = _scratch() / "tasks" / key[1][:16]
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{task_id}.bddl"
+        path.write_text(text, encoding="utf-8")
+        _TASK_FILES[key] = path
+    return _TASK_FILES[key]
+
+
+def _env(job: CellJob, cfg: RunConfig):
+    cell = job.cell
+    key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level)
     if key in _ENVS:
         return _ENVS[key]
     if cfg.host == "libero":
@@ -120,7 +186,7 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
     else:
         from robosafe.sim.env import BENCHMARK, TaskEnv
 
-        env = TaskEnv(run.task_file(cell.task_id), task_id=cell.task_id,
+        env = TaskEnv(_task_file(cell.task_id, job.task_text), task_id=cell.task_id,
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
                       horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
@@ -147,63 +213,103 @@ def close_policies() -> None:
     _POLICIES.clear()
 
 
-def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
-    """Run, record, score and store one episode; returns its outcome row."""
+def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResult:
+    """Run, record and score one episode; its outcome row and files, written nowhere.
+    ``put`` turns each chunk of a frame file into what the backend ships (default: bytes)."""
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
     from robosafe.stats.outcomes import outcome_row
     from robosafe.trace.io import write_episodes
 
-    run = open_run(run_path)
-    cfg = RunConfig.from_json(run.config)
+    cell = job.cell
+    cfg = RunConfig.from_json(job.config)
     suite = cfg.suite or "tasks"
     start = time.perf_counter()
     base = {"suite": suite, "task_id": cell.task_id, "task_name": cell.task_id,
             "episode_idx": cell.episode_idx, "instance_id": cell.instance_id,
-            "policy_name": run.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
+            "policy_name": job.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
             "seed": cell.seed, "language_level": cell.language_level,
             "visual_level": cell.visual_level}
+    result = CellResult(cell, base)
     env = None
+    work = _scratch() / "cells" / cell.name
+    shutil.rmtree(work, ignore_errors=True)
     try:
-        env = _env(run, cfg, cell)
+        env = _env(job, cfg)
         base["task_name"] = getattr(env, "task_name", cell.task_id)
         policy = _policy(cfg)
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
-        frames = _frames(run, cfg, cell, env)
+        frames = _frames(work / "frames", cfg, env)
         info, actions = env.play(policy, obs, on_obs=frames)
         if frames is not None:
             frames.finish()
-        run.write_actions(cell, np.asarray(actions, dtype=float).reshape(len(actions), -1))
-        ep = env.episode(episode_id=cell.name, policy=run.policy_name,
+            result.frames = {p.name: _chunks(p, put) for p in sorted(frames.final.iterdir())}
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(actions, dtype=float).reshape(len(actions), -1),
+                allow_pickle=False)
+        result.actions = buf.getvalue()
+        ep = env.episode(episode_id=cell.name, policy=job.policy_name,
                          instance_id=cell.instance_id,
                          meta={"episode_idx": cell.episode_idx,
                                "checkpoint_ref": cfg.checkpoint_ref})
-        write_episodes(run.trace_path(cell), [ep])
+        work.mkdir(parents=True, exist_ok=True)
+        write_episodes(work / "trace.jsonl", [ep])
+        result.trace = (work / "trace.jsonl").read_bytes()
         (score,) = score_episodes([ep])
         cost = ep.meta.get("cumulative_cost")  # hosts without CBDDL costs have none
         if "vla_arena" in ep.meta:  # VLA-Arena's reported cost (its HazardAvoidance scale)
             cost = ep.meta["vla_arena"]["cost"]
-        row = {**outcome_row(score, load_registry()), **base,
-               "cumulative_cost": None if cost is None else float(cost),
-               "instruction": info["instruction"]}
+        result.row = {**outcome_row(score, load_registry()), **base,
+                      "cumulative_cost": None if cost is None else float(cost),
+                      "instruction": info["instruction"]}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
-        row = {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
-               "error_type": type(exc).__name__, "error": detail.strip().splitlines()[-1]}
-    row["wall_s"] = round(time.perf_counter() - start, 3)
-    run.write_outcome(cell, row)
-    return row
+        result = CellResult(cell, {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
+                                   "error_type": type(exc).__name__,
+                                   "error": detail.strip().splitlines()[-1]})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.row["wall_s"] = round(time.perf_counter() - start, 3)
+    return result
 
 
-def _frames(run: RunDir, cfg: RunConfig, cell: Cell, env):
+def _chunks(path: Path, put: Callable[[bytes], Any] | None) -> list[Any]:
+    out = []
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK_BYTES):
+            out.append(put(chunk) if put else chunk)
+    return out
+
+
+def store_result(run: RunDir, res: CellResult, get: Callable[[Any], bytes] | None = None) -> None:
+    """Write a cell's files into the run directory (driver only), the outcome row last: a cell
+    counts as done (``--resume``) only once everything it produced is on disk."""
+    if res.frames:
+        final = run.path / "frames" / res.cell.name
+        tmp = final.with_name(f".{final.name}.partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, chunks in res.frames.items():
+            with open(tmp / name, "wb") as fh:
+                fh.writelines(get(c) if get else c for c in chunks)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    if res.actions is not None:
+        atomic_write_bytes(run.actions_path(res.cell), res.actions)
+    if res.trace is not None:
+        atomic_write_bytes(run.trace_path(res.cell), res.trace)
+    run.write_outcome(res.cell, res.row)
+
+
+def _frames(where: Path, cfg: RunConfig, env):
     if not cfg.record_frames:
         return None
     from robosafe.runner.frames import FrameRecorder
 
     cams = env.cameras if env.render else ()
-    return FrameRecorder(run.path / "frames" / cell.name, cams, round(env.control_freq))
+    return FrameRecorder(where, cams, round(env.control_freq))
 
 
 # -- orchestration ------------------------------------------------------------------------------
@@ -240,48 +346,45 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
 
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",
-            on_result: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run ``cells`` of ``run``; rows in completion order. outcomes.csv is rebuilt at the end."""
+            on_result: Callable[[dict[str, Any]], None] | None = None,
+            ray_address: str | None = None) -> list[dict[str, Any]]:
+    """Run ``cells`` of ``run``; rows in completion order. outcomes.csv is rebuilt at the end.
+
+    Workers return each cell's files and only this process writes them (every backend the
+    same way). ``ray_address`` (or ``$RAY_ADDRESS``) names an existing Ray cluster; without
+    one the ray backend starts a private one of ``workers`` CPUs.
+    """
     if backend not in BACKENDS:
         raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
+    jobs = [CellJob(str(run.path.resolve()), run.config, run.policy_name,
+                    run.task_file(c.task_id).read_text(encoding="utf-8"), c) for c in cells]
     rows = []
-    runner = _ray_rows if backend == "ray" else _local_rows
+
+    def store(res: CellResult, get: Callable[[Any], bytes] | None = None) -> None:
+        store_result(run, res, get)
+        rows.append(res.row)
+        if on_result:
+            on_result(res.row)
+
     try:
-        for row in runner(str(run.path), cells, max(1, workers)):
-            rows.append(row)
-            if on_result:
-                on_result(row)
+        if backend == "ray":
+            from robosafe.runner.cluster import run_on_ray
+
+            run_on_ray(jobs, max(1, workers), store, address=ray_address)
+        else:
+            _run_local(jobs, max(1, workers), store)
     finally:
         close_policies()
         run.write_outcomes_csv()
     return rows
 
 
-def _local_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
+def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], None]) -> None:
     if workers == 1:
-        for c in cells:
-            yield run_cell(path, c)
+        for job in jobs:
+            store(run_job(job))
         return
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_cell, path, c) for c in cells]
+        futures = [pool.submit(run_job, job) for job in jobs]
         for f in as_completed(futures):
-            yield f.result()
-
-
-def _ray_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
-    try:
-        import ray
-    except ImportError:
-        raise RobosafeError("the ray backend needs Ray: pip install 'robosafe[ray]'") from None
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    try:
-        task = ray.remote(num_cpus=1)(run_cell)
-        pending = [task.remote(path, c) for c in cells]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(ready[0])
-    finally:
-        if started:
-            ray.shutdown()
+            store(f.result())

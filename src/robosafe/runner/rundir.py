@@ -79,14 +79,23 @@ class Cell:
 
 def atomic_write(path: Path, text: str, *, newline: str | None = None) -> None:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one."""
+    _atomic(path, lambda fd: os.fdopen(fd, "w", encoding="utf-8", newline=newline), text)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write` for bytes."""
+    _atomic(path, lambda fd: os.fdopen(fd, "wb"), data)
+
+
+def _atomic(path: Path, opener, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Created like open() creates the traces (0666 less the umask); mkstemp's 0600 made
     # run.json and outcomes.csv unreadable to the group that can read the traces.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            fh.write(text)
+        with opener(fd) as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -114,17 +123,6 @@ class RunDir:
 
     def actions_path(self, cell: Cell) -> Path:
         return self.path / "actions" / f"{cell.name}.npy"
-
-    def write_actions(self, cell: Cell, actions) -> None:
-        """The episode's (T, action_dim) actions as a plain .npy, written atomically."""
-        import numpy as np
-
-        path = self.actions_path(cell)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "wb") as fh:
-            np.save(fh, actions, allow_pickle=False)
-        os.replace(tmp, path)
 
     def outcome_path(self, cell: Cell) -> Path:
         return self.path / "outcomes" / f"{cell.name}.json"

@@ -1,0 +1,187 @@
+"""The ray backend: a run's cells as Ray tasks, on an existing cluster or a private one.
+
+A cell runs wherever Ray schedules it and returns its outcome row and files (trace, actions,
+frame videos in :data:`~robosafe.runner.run.CHUNK_BYTES` pieces through the object store);
+only the driver writes the run directory, so nothing assumes a shared filesystem and
+``--resume`` works as with the local backend. Concurrency is capped at ``workers`` cells in
+flight whatever the cluster's size.
+
+Faults: Ray re-executes a task whose worker process or node died (``max_retries``); a cell whose
+result cannot be fetched (the node holding it died after the task returned) is submitted again
+by the driver, up to :data:`ATTEMPTS` times. The driver writes each cell once, when its result
+is whole, so a lost node costs time, never an episode or a duplicate. Ctrl-C cancels the tasks
+in flight.
+
+Every node must have the same robosafe version installed as the driver (task files travel with
+the cells, robosafe itself does not): checked once per node before any episode runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from robosafe.errors import RobosafeError
+from robosafe.runner.run import CellJob, CellResult, _version, run_job
+
+log = logging.getLogger(__name__)
+
+#: how many times the driver submits one cell whose result was lost with its node
+ATTEMPTS = 3
+#: seconds to wait for a node's version check (a node starting its first worker is slow)
+NODE_CHECK_S = 120.0
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise RobosafeError("the ray backend needs Ray: pip install 'robosafe[ray]'") from None
+    return ray
+
+
+def _reachable(address: str) -> None:
+    """One line, before Ray's own minute of retries, when nothing listens at ``address``."""
+    if address == "auto" or "://" in address:
+        return  # Ray finds / dials these itself
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as exc:
+        raise RobosafeError(f"cannot reach the Ray cluster at {address!r} ({exc}); start it "
+                            "with `ray start --head` or fix --ray-address / RAY_ADDRESS") from None
+
+
+def preflight(address: str | None) -> None:
+    """Before a run directory is touched: Ray is installed and a named cluster answers."""
+    _ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        _reachable(address)
+
+
+def connect(ray, address: str | None, workers: int) -> bool:
+    """Connect to the cluster at ``address`` / ``$RAY_ADDRESS``, or start a private one of
+    ``workers`` CPUs when none is named. True when this call started Ray (and must stop it)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    if address is None:
+        if not any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                                             "RAY_AUTH_TOKEN_PATH")):
+            # Ray protects a new local cluster with a token it would save to ~/.ray/auth_token,
+            # where it changes how later `ray start` clusters authenticate; a private cluster
+            # lives for one run, so its token lives in this process's environment only.
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+        ray.init(num_cpus=workers, **quiet)
+        return True
+    _reachable(address)
+    try:
+        # an existing cluster brings its own resources: sizing it here is Ray's error
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RobosafeError(f"cannot connect to the Ray cluster at {address!r}: "
+                            f"{str(exc).splitlines()[0]}") from None
+    return True
+
+
+def _node_version() -> dict[str, str]:
+    return {"robosafe": _version(), "node": _node_id()}
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def check_nodes(ray) -> list[str]:
+    """Every alive node with CPUs runs robosafe at the driver's version; one line naming the
+    first node that does not. Returns the node ids."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    want = _version()
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU")]
+    probe = ray.remote(num_cpus=0, max_retries=0)(_node_version)
+    refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote() for n in nodes}
+    for node_id, ref in refs.items():
+        where = next(f"{n['NodeManagerAddress']} ({node_id[:12]})" for n in nodes
+                     if n["NodeID"] == node_id)
+        try:
+            got = ray.get(ref, timeout=NODE_CHECK_S)
+        except Exception as exc:  # noqa: BLE001 - any failure here means the node cannot run cells
+            first = next((x for x in str(exc).splitlines() if "Error" in x), str(exc))
+            raise RobosafeError(f"Ray node {where} cannot run robosafe ({first.strip()}); "
+                                f"install robosafe {want} on every node") from None
+        if got["robosafe"] != want:
+            raise RobosafeError(f"Ray node {where} has robosafe {got['robosafe']}, the driver "
+                                f"{want}; install the same version on every node")
+    return list(refs)
+
+
+def _remote_job(job: CellJob) -> CellResult:
+    import ray
+
+    res = run_job(job, put=ray.put)
+    res.node = _node_id()
+    return res
+
+
+def run_on_ray(jobs: list[CellJob], workers: int,
+               store: Callable[[CellResult, Callable[[Any], bytes]], None], *,
+               address: str | None = None) -> Counter:
+    """Run ``jobs`` as Ray tasks, at most ``workers`` in flight; ``store`` each whole result
+    on the driver. Returns the episodes run per node id."""
+    ray = _ray()
+    started = connect(ray, address, workers)
+    per_node: Counter = Counter()
+    inflight: dict[Any, CellJob] = {}
+    try:
+        check_nodes(ray)
+        task = ray.remote(num_cpus=1, max_retries=ATTEMPTS)(_remote_job)
+        queue = list(jobs)
+        attempts: Counter = Counter()
+        while queue or inflight:
+            while queue and len(inflight) < workers:
+                job = queue.pop(0)
+                inflight[task.remote(job)] = job
+            (ref,), _ = ray.wait(list(inflight), num_returns=1)
+            job = inflight.pop(ref)
+            try:
+                res = ray.get(ref)
+                store(res, ray.get)
+            except ray.exceptions.RayError as exc:
+                if isinstance(exc, ray.exceptions.RayTaskError):
+                    # run_job records an episode's own errors; this is the node's Python
+                    first = next((x for x in str(exc).splitlines() if "Error" in x), str(exc))
+                    raise RobosafeError(f"{job.cell.name}: failed on the Ray cluster: "
+                                        f"{first.strip()}") from None
+                attempts[job.cell] += 1
+                if attempts[job.cell] >= ATTEMPTS:
+                    raise RobosafeError(f"{job.cell.name}: lost {ATTEMPTS} times on the Ray "
+                                        f"cluster ({type(exc).__name__}); --resume runs it "
+                                        "again") from None
+                log.warning("robosafe: %s: result lost (%s), running it again",
+                            job.cell.name, type(exc).__name__)
+                queue.insert(0, job)
+                continue
+            per_node[res.node] += 1
+    except KeyboardInterrupt:
+        for ref in inflight:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+    if len(per_node) > 1 or address or os.environ.get("RAY_ADDRESS"):
+        log.warning("robosafe: episodes per Ray node: %s",
+                    ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))
+    return per_node
