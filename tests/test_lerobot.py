@@ -16,13 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from factories import make_episode
+from factories import make_episode, two_episodes, write_libero_style, write_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import Dataset, DatasetWriter
-from robosafe.formats.traces import FORMAT, TRACE_COLUMN, Layout, read_traces, trace_header
+from robosafe.formats.traces import TRACE_COLUMN, Layout, read_traces
 from robosafe.runner.export import export_run
 from robosafe.runner.run import RunConfig, execute, prepare
 from robosafe.tasks.suites import suite_tasks
@@ -229,29 +229,6 @@ def test_export_refuses_an_existing_dataset_in_one_line(run_dir, dataset):
 
 # ---------------------------------------------------------------- traces <-> frames, no sim
 
-def two_episodes():
-    n = 4
-    a = make_episode(
-        n, episode_id="a", contacts=[[], [("link7", "table", 50.0)],
-                                     [("link7", "table", 0.0), ("bowl", "table", 3.0)], []],
-        body_pos={"bowl": np.full((n, 3), 0.5), "plate": np.full((n, 3), 0.7)},
-        quat=np.tile([1.0, 0, 0, 0], (n, 1)), grip=[0, 1, 1, 0], eef=np.full((n, 3), 0.2),
-        torque=np.ones((n, 7)))
-    b = make_episode(n, episode_id="b", body_pos={"bowl": np.full((n, 3), 0.4)},
-                     eef=np.full((n, 3), 0.3), contacts=[[], [], [], []])
-    return a, b
-
-
-def write_robosafe(root, episodes):
-    lay = Layout.of(list(episodes))
-    w = DatasetWriter(root, fps=10, features=lay.features())
-    for ep in episodes:
-        frames, _ = lay.frames(ep)
-        w.add_episode(frames, "task", extra={TRACE_COLUMN: trace_header(ep)})
-    w.close({"format": FORMAT})
-    return lay
-
-
 def test_safety_features_round_trip_exactly_and_mark_absence(tmp_path):
     a, b = two_episodes()
     lay = write_robosafe(tmp_path / "d", [a, b])
@@ -288,60 +265,6 @@ def test_repeated_contacts_of_one_pair_are_merged_and_said(tmp_path):
 
 
 # ---------------------------------------------------------------- another tool's dataset
-
-LIBERO_TASK = "pick up the black bowl between the plate and the ramekin and place it on the plate"
-
-
-def write_libero_style(root: Path, n_eps: int = 2, length: int = 12,
-                       success: list[bool] | None = None) -> None:
-    """A LIBERO LeRobot conversion as the common ones look: 8-d state, 7-d action, fps 10,
-    written here with pyarrow (no robosafe code)."""
-    f32 = pa.float32()
-    feats = {
-        "observation.state": {"dtype": "float32", "shape": [8], "names": ["state"]},
-        "action": {"dtype": "float32", "shape": [7], "names": ["actions"]},
-        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-        "index": {"dtype": "int64", "shape": [1], "names": None},
-        "task_index": {"dtype": "int64", "shape": [1], "names": None}}
-    (root / "meta/episodes/chunk-000").mkdir(parents=True)
-    (root / "data/chunk-000").mkdir(parents=True)
-    info = {"codebase_version": "v3.0", "robot_type": "panda", "total_episodes": n_eps,
-            "total_frames": n_eps * length, "total_tasks": 1, "chunks_size": 1000, "fps": 10,
-            "splits": {"train": f"0:{n_eps}"},
-            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "video_path": None, "features": feats}
-    (root / "meta/info.json").write_text(json.dumps(info))
-    pq.write_table(pa.table({"task_index": [0], "task": [LIBERO_TASK]}),
-                   root / "meta/tasks.parquet")
-    state = np.zeros((n_eps * length, 8), np.float32)
-    state[:, :3] = [0.1, 0.2, 1.0]  # the eef holds still
-    state[:, 6:] = [0.04, -0.04]
-    cols = {
-        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(state.ravel(), f32), 8),
-        "action": pa.FixedSizeListArray.from_arrays(
-            pa.array(np.zeros(n_eps * length * 7, np.float32), f32), 7),
-        "timestamp": pa.array(np.tile(np.arange(length) / 10, n_eps), f32),
-        "frame_index": pa.array(np.tile(np.arange(length), n_eps)),
-        "episode_index": pa.array(np.repeat(np.arange(n_eps), length)),
-        "index": pa.array(np.arange(n_eps * length)),
-        "task_index": pa.array(np.zeros(n_eps * length, np.int64))}
-    if success is not None:  # lerobot eval rollouts mark success on the frames
-        feats["next.success"] = {"dtype": "bool", "shape": [1], "names": None}
-        flags = np.zeros((n_eps, length), bool)
-        flags[:, -1] = success
-        cols["next.success"] = pa.array(flags.ravel())
-        (root / "meta/info.json").write_text(json.dumps(info))
-    pq.write_table(pa.table(cols), root / "data/chunk-000/file-000.parquet")
-    pq.write_table(pa.table({
-        "episode_index": list(range(n_eps)), "tasks": [[LIBERO_TASK]] * n_eps,
-        "length": [length] * n_eps, "data/chunk_index": [0] * n_eps,
-        "data/file_index": [0] * n_eps,
-        "dataset_from_index": [i * length for i in range(n_eps)],
-        "dataset_to_index": [(i + 1) * length for i in range(n_eps)]}),
-        root / "meta/episodes/chunk-000/file-000.parquet")
-
 
 def test_libero_style_dataset_scores_eef_only_and_lists_unscored_families(tmp_path):
     write_libero_style(tmp_path / "libero")

@@ -213,7 +213,7 @@ BAD_RECORDS = [
      "steps[1].body_pos_m.plate: value NaN is not finite"),
     (_set("steps.0.eef_pos_m", [0.1, float("inf"), 0.2]),
      "steps[0].eef_pos_m: value Infinity is not finite"),
-    (_set("success", "yes"), 'success: expected true/false, got "yes"'),
+    (_set("success", "yes"), 'success: expected true, false or null (unknown), got "yes"'),
     (_set("steps.1.contacts.0.b", "shelf"),
      "steps[1].contacts[0].b: body 'shelf' has no role in body_roles"),
     (_set("body_roles.plate", "thing"),
@@ -250,6 +250,12 @@ BAD_RECORDS = [
     (_set("task_tags", {"object_tags": [3]}),
      "task_tags.object_tags[0]: expected a string, got 3"),
     (_set("seed", True), "seed: expected an integer, got true"),
+    (_set("success", _DELETE), "success: required field is missing (use null for unknown)"),
+    # sums of such values overflow to inf and NaN, which no JSON output can carry
+    (_set("steps.1.contacts.0.force_n", 1e308),
+     "steps[1].contacts[0].force_n: 1e+308 N is implausible (> 1e+12)"),
+    (_set("steps.0.joint_torque_nm.2", -1e300),
+     "steps[0].joint_torque_nm: -1e+300 is implausible (|value| > 1e+12)"),
 ]
 
 

@@ -49,6 +49,10 @@ class TraceError(RobosafeError):
         return (": ".join(where) + ": " if where else "") + self.message
 
 
+class DatasetError(RobosafeError):
+    """A dataset (LeRobot v3.0) is malformed or unsafe to read; names the file and field."""
+
+
 class SpecError(RobosafeError):
     """An STL formula or a registry row is malformed (names the spec and column)."""
 

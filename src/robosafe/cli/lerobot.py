@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.cli import run as R
 from robosafe.cli.run import _ints, run_with_progress, select_tasks
 
@@ -135,7 +135,10 @@ def import_lerobot(
                                     help="Replay divergence (m) that flags an episode."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
-    """A LeRobot dataset as robosafe traces (score them with `robosafe score FILE`)."""
+    """A LeRobot dataset as robosafe traces (score them with `robosafe score FILE`).
+
+    An episode that cannot be read (or replayed) is one line on stderr and left out; the others
+    are written and the exit status is 2 ("N of M traces written")."""
     from robosafe.trace.io import write_episodes
 
     summary: dict = {"dataset": str(dataset), "traces": str(out)}
@@ -143,7 +146,7 @@ def import_lerobot(
         from robosafe.runner.replay import replay_dataset
 
         res = replay_dataset(dataset, tolerance_m=tolerance)
-        episodes = res.episodes
+        episodes, errors, total = res.episodes, res.errors, res.total
         for eid in res.diverged:
             d = res.divergence_m[eid]
             why = "a different length" if d == float("inf") else f"{100 * d:.1f} cm"
@@ -159,13 +162,18 @@ def import_lerobot(
         imp = read_traces(Dataset(dataset))
         for line in imp.lines(str(dataset)):
             typer.echo(f"robosafe: {line}", err=True)
-        for err in imp.errors:
-            typer.echo(f"robosafe: skipped: {err}", err=True)
-        episodes = imp.episodes
+        episodes, errors, total = imp.episodes, imp.errors, imp.total
         summary |= {"profile": imp.profile, "unscored": sorted(imp.unscored)}
+    for err in errors:
+        typer.echo(f"robosafe: skipped: {err}", err=True)
+    if not episodes:
+        fail(f"{dataset}: none of the {total} episodes could be read; no traces written")
     n = write_episodes(out, episodes)
-    summary["episodes"] = n
+    summary |= {"episodes": n, "total": total, "skipped": len(errors)}
     if as_json:
         emit_json(summary, None, True)
     else:
-        typer.echo(f"{n} traces written to {out}")
+        typer.echo(f"{n} of {total} traces written to {out}" if errors
+                   else f"{n} traces written to {out}")
+    if errors:
+        raise typer.Exit(EXIT_USER_ERROR)

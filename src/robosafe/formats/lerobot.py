@@ -33,7 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import DatasetError
+from robosafe.textio import MAX_FIELD_WIDTH, fill_template, inside, read_json
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -51,10 +52,6 @@ DEFAULT_FEATURES = {
 }
 _ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(),
           "int32": pa.int32(), "bool": pa.bool_(), "uint8": pa.uint8()}
-
-
-class DatasetError(RobosafeError):
-    """A LeRobot dataset is malformed; names the file and field."""
 
 
 def arrow_type(name: str, ft: dict) -> pa.DataType:
@@ -397,9 +394,48 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 # --------------------------------------------------------------------------- reader
+#
+# A dataset may come from anywhere, so the reader trusts nothing in it: every path it names is
+# filled from a checked template and must stay inside the root (symlinks resolved), JSON is
+# bounded in size and depth, and every field is type- and range-checked before use, so a
+# malformed dataset is one DatasetError line, never a traceback or a file outside the root.
+
+SIDECAR_PATH = "meta/robosafe.json"
+_INDEX_LIMIT = 10 ** MAX_FIELD_WIDTH  # an index a path template can print
+_INDEX_COLUMNS = ("episode_index", "frame_index", "index", "task_index")
+
 
 def is_dataset(path: str | Path) -> bool:
     return (Path(path) / INFO_PATH).is_file()
+
+
+def _index(v: Any, where: str, lo: int = 0) -> int:
+    """A non-negative integer field (an index, a length) of a dataset file."""
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < _INDEX_LIMIT:
+        raise DatasetError(f"{where}: expected an integer >= {lo}, got {v!r}")
+    return v
+
+
+def _fps(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+            math.isfinite(v) and v > 0):
+        raise DatasetError(f"{where}: fps must be a positive number, got {v!r}")
+    return v
+
+
+def _features(v: Any, where: str) -> dict[str, dict]:
+    if not isinstance(v, dict):
+        raise DatasetError(f"{where}: features must be an object of name -> feature")
+    for name, ft in v.items():
+        if not isinstance(ft, dict) or not isinstance(ft.get("dtype"), str):
+            raise DatasetError(f"{where}: features.{name}: expected an object with a dtype")
+        shape = ft.get("shape")
+        if not isinstance(shape, list) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 0 <= n < _INDEX_LIMIT
+                for n in shape):
+            raise DatasetError(f"{where}: features.{name}.shape: expected a list of sizes, "
+                               f"got {shape!r}")
+    return v
 
 
 class Dataset:
@@ -410,27 +446,42 @@ class Dataset:
         info_path = self.root / INFO_PATH
         if not info_path.is_file():
             raise DatasetError(f"{self.root}: not a LeRobot dataset (no {INFO_PATH})")
-        try:
-            self.info = json.loads(info_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{info_path}: line {exc.lineno}: not valid JSON "
-                               f"({exc.msg})") from None
-        version = self.info.get("codebase_version")
+        info = read_json(self._file(INFO_PATH, INFO_PATH), error=DatasetError)
+        if not isinstance(info, dict):
+            raise DatasetError(f"{info_path}: expected a JSON object")
+        version = info.get("codebase_version")
         if version != CODEBASE_VERSION:
             raise DatasetError(f"{info_path}: codebase_version {version!r}; robosafe reads "
                                f"LeRobot {CODEBASE_VERSION} datasets (convert older ones with "
                                "lerobot's converter)")
         for key in ("fps", "features", "data_path"):
-            if key not in self.info:
+            if key not in info:
                 raise DatasetError(f"{info_path}: missing field {key!r}")
-        self.fps = self.info["fps"]
-        self.features: dict[str, dict] = self.info["features"]
+        self.info = info
+        self.fps = _fps(info["fps"], str(info_path))
+        self.features: dict[str, dict] = _features(info["features"], str(info_path))
+        # a template that leaves the folder for any index is one error here, not one per
+        # episode later; each filled path is checked again when it is read (symlinks)
+        self._resolve("data_path", "chunk 0, file 0", chunk_index=0, file_index=0)
+        if self.video_keys:
+            self._resolve("video_path", "chunk 0, file 0", video_key=self.video_keys[0],
+                          chunk_index=0, file_index=0)
         self.tasks = self._tasks()
         self.episodes = self._episodes()
-        sidecar = self.root / "meta" / "robosafe.json"
-        self.robosafe = json.loads(sidecar.read_text(encoding="utf-8")) \
-            if sidecar.is_file() else None
+        self.robosafe = self._sidecar()
         self._tables: dict[str, pa.Table] = {}
+
+    def _file(self, rel: str, field: str) -> Path:
+        """``root / rel``, which must stay inside the dataset folder."""
+        return inside(self.root, rel, field, DatasetError)
+
+    def _sidecar(self) -> dict | None:
+        if not (self.root / SIDECAR_PATH).is_file():
+            return None
+        doc = read_json(self._file(SIDECAR_PATH, SIDECAR_PATH), error=DatasetError)
+        if not isinstance(doc, dict):
+            raise DatasetError(f"{self.root / SIDECAR_PATH}: expected a JSON object")
+        return doc
 
     @property
     def video_keys(self) -> list[str]:
@@ -446,25 +497,46 @@ class Dataset:
         path = self.root / TASKS_PATH
         if not path.is_file():
             raise DatasetError(f"{path}: missing (the dataset's task strings)")
-        t = self._read(path)
+        t = self._read(self._file(TASKS_PATH, TASKS_PATH))
         if "task_index" not in t.column_names:
             raise DatasetError(f"{path}: no task_index column")
         text = next((c for c in ("task", "__index_level_0__") if c in t.column_names), None)
         if text is None:
             raise DatasetError(f"{path}: no task column")
-        out = [""] * t.num_rows
-        for i, s in zip(t.column("task_index").to_pylist(), t.column(text).to_pylist()):
+        index, strings = t.column("task_index").to_pylist(), t.column(text).to_pylist()
+        out: list[str | None] = [None] * t.num_rows
+        for i, s in zip(index, strings):
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(out) \
+                    or out[i] is not None or not isinstance(s, str):
+                raise DatasetError(f"{path}: task_index must number the {len(out)} task "
+                                   f"strings 0..{len(out) - 1} once each (got {i!r}: {s!r})")
             out[i] = s
-        return out
+        return out  # type: ignore[return-value]
 
     def _episodes(self) -> list[dict[str, Any]]:
-        files = sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+        folder = self.root / "meta" / "episodes"
+        files = sorted(folder.glob("chunk-*/file-*.parquet"))
         if not files:
-            raise DatasetError(f"{self.root / 'meta/episodes'}: no episode metadata files")
-        rows = [r for f in files for r in self._read(f).to_pylist()]
-        for need in ("episode_index", "length", "data/chunk_index", "data/file_index"):
-            if rows and need not in rows[0]:
-                raise DatasetError(f"{files[0]}: missing column {need!r}")
+            raise DatasetError(f"{folder}: no episode metadata files")
+        rows, seen = [], {}
+        for f in files:
+            table = self._read(self._file(f.relative_to(self.root).as_posix(),
+                                          "meta/episodes"))
+            for need in ("episode_index", "length", "data/chunk_index", "data/file_index"):
+                if need not in table.column_names:
+                    raise DatasetError(f"{f}: missing column {need!r}")
+            for k, r in enumerate(table.to_pylist()):
+                where = f"{f}: row {k}"
+                idx = _index(r["episode_index"], f"{where}: episode_index")
+                _index(r["length"], f"{where}: length", lo=1)
+                _index(r["data/chunk_index"], f"{where}: data/chunk_index")
+                _index(r["data/file_index"], f"{where}: data/file_index")
+                if idx in seen:  # counting it twice would be a silently wrong n
+                    raise DatasetError(f"{where}: episode {idx} is listed twice in "
+                                       f"meta/episodes (also {seen[idx]}); a dataset lists "
+                                       "each episode once")
+                seen[idx] = where
+                rows.append(r)
         return sorted(rows, key=lambda r: r["episode_index"])
 
     def episode(self, index: int) -> dict[str, Any]:
@@ -473,52 +545,92 @@ class Dataset:
                 return r
         raise DatasetError(f"{self.root}: no episode {index}")
 
+    def task(self, task_index: Any, where: str) -> str:
+        """The task string of a frame's ``task_index``, which must be a row of tasks.parquet."""
+        if isinstance(task_index, (int, np.integer)) and 0 <= task_index < len(self.tasks):
+            return self.tasks[int(task_index)]
+        raise DatasetError(f"{where}: task_index {task_index!r} is not a row of {TASKS_PATH} "
+                           f"({len(self.tasks)} tasks)")
+
+    def _resolve(self, template_key: str, where: str, **values: int | str) -> Path:
+        """The file a path template of meta/info.json names for one episode."""
+        rel = fill_template(self.info.get(template_key), f"{self.root / INFO_PATH}: "
+                            f"{template_key}", values, DatasetError)
+        return self._file(rel, f"{INFO_PATH}: {template_key} ({where})")
+
     def frames(self, index: int) -> dict[str, np.ndarray]:
         """Every non-video feature of one episode as numpy, (L,) or (L, n), in frame order."""
         row = self.episode(index)
-        rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"],
-                                            file_index=row["data/file_index"])
-        table = self._tables.get(rel)
+        path = self._resolve("data_path", f"episode {index}",
+                             chunk_index=row["data/chunk_index"],
+                             file_index=row["data/file_index"])
+        key = str(path)
+        table = self._tables.get(key)
         if table is None:
-            table = self._tables[rel] = self._read(self.root / rel)
-        if "episode_index" not in table.column_names:
-            raise DatasetError(f"{self.root / rel}: no episode_index column")
+            table = self._tables[key] = self._read(path)
+        for name in _INDEX_COLUMNS:
+            if name in table.column_names:
+                col = table.column(name)
+                if not pa.types.is_integer(col.type) or col.null_count:
+                    raise DatasetError(f"{path}: column {name!r} must be integers without "
+                                       f"nulls (is {col.type}, {col.null_count} nulls)")
+            elif name in ("episode_index", "frame_index"):
+                raise DatasetError(f"{path}: no {name} column")
         mask = table.column("episode_index").to_numpy() == index
         rows = np.flatnonzero(mask)
         if rows.size != row["length"]:
-            raise DatasetError(f"{self.root / rel}: episode {index} has {rows.size} frames, "
+            raise DatasetError(f"{path}: episode {index} has {rows.size} frames, "
                                f"meta/episodes says {row['length']}")
         part = table.take(pa.array(rows))
         out = {}
         for name in part.column_names:
-            out[name] = _numpy(part.column(name), f"{self.root / rel}: column {name!r}")
-        if "frame_index" in out:
-            order = np.argsort(out["frame_index"], kind="stable")
-            out = {k: v[order] for k, v in out.items()}
-        return out
+            out[name] = _numpy(part.column(name), f"{path}: column {name!r}")
+        order = np.argsort(out["frame_index"], kind="stable")
+        return {k: v[order] for k, v in out.items()}
 
     def video(self, key: str, index: int) -> np.ndarray:
         """The episode's frames of one camera, (L, H, W, 3) uint8."""
         from robosafe.formats.video import read_frames
 
         row = self.episode(index)
-        rel = self.info["video_path"].format(video_key=key,
-                                             chunk_index=row[f"videos/{key}/chunk_index"],
-                                             file_index=row[f"videos/{key}/file_index"])
-        start = round(row[f"videos/{key}/from_timestamp"] * self.fps)
-        stop = round(row[f"videos/{key}/to_timestamp"] * self.fps)
-        return np.stack(list(read_frames(self.root / rel, start, stop)))
+        where = f"{self.root}: meta/episodes: episode {index}"
+        cols = [f"videos/{key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp",
+                                              "to_timestamp")]
+        if any(c not in row for c in cols):
+            raise DatasetError(f"{where}: no {', '.join(c for c in cols if c not in row)}")
+        path = self._resolve("video_path", f"episode {index}", video_key=key,
+                             chunk_index=_index(row[cols[0]], f"{where}: {cols[0]}"),
+                             file_index=_index(row[cols[1]], f"{where}: {cols[1]}"))
+        start, stop = (_timestamp(row[c], f"{where}: {c}") * self.fps for c in cols[2:])
+        return np.stack(list(read_frames(path, round(start), round(stop))))
+
+
+def _timestamp(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+            math.isfinite(v) and 0 <= v < _INDEX_LIMIT):
+        raise DatasetError(f"{where}: expected a time in seconds, got {v!r}")
+    return float(v)
+
+
+def _values(arr: pa.Array, where: str) -> np.ndarray:
+    """A flat Arrow array as numpy; nulls only where they become NaN (floats)."""
+    if arr.null_count and not pa.types.is_floating(arr.type):
+        raise DatasetError(f"{where}: {arr.null_count} null values in a {arr.type} column")
+    return arr.to_numpy(zero_copy_only=False)
 
 
 def _numpy(col: pa.ChunkedArray, where: str) -> np.ndarray:
     arr = col.combine_chunks()
-    if pa.types.is_fixed_size_list(arr.type):
-        values = arr.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(arr), arr.type.list_size)
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        sizes = np.diff(arr.offsets.to_numpy())
-        if len(arr) and (sizes != sizes[0]).any():
-            raise DatasetError(f"{where}: rows of different lengths")
-        values = arr.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(arr), sizes[0] if len(arr) else 0)
-    return arr.to_numpy(zero_copy_only=False)
+    if pa.types.is_fixed_size_list(arr.type) or pa.types.is_list(arr.type) or \
+            pa.types.is_large_list(arr.type):
+        if arr.null_count:
+            raise DatasetError(f"{where}: {arr.null_count} null rows")
+        if pa.types.is_fixed_size_list(arr.type):
+            width = arr.type.list_size
+        else:
+            sizes = np.diff(arr.offsets.to_numpy())
+            if len(arr) and (sizes != sizes[0]).any():
+                raise DatasetError(f"{where}: rows of different lengths")
+            width = int(sizes[0]) if len(arr) else 0
+        return _values(arr.flatten(), where).reshape(len(arr), width)
+    return _values(arr, where)

@@ -17,14 +17,17 @@ seed, task tags, which families the episode has) is one JSON column ``robosafe/t
 
 In: a robosafe dataset gives back its traces; another tool's dataset is read through a profile
 of ``data/lerobot.yaml`` (e.g. LIBERO conversions: the eef position is the first 3 numbers of
-``observation.state``) and every family it lacks is listed once per dataset.
+``observation.state``) and every family it lacks is listed once per dataset. An episode that
+cannot be read is an error of its own (the others are kept); success is unknown (None) when the
+dataset does not say it, or says two different things (the ``robosafe/trace`` header and the
+``next.success`` frames), never a guessed False.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -32,8 +35,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from robosafe.errors import RobosafeError
-from robosafe.formats.lerobot import Dataset, DatasetError
+from robosafe.errors import DatasetError, RobosafeError
+from robosafe.formats.lerobot import Dataset
+from robosafe.textio import parse_json
 from robosafe.trace.episode import Episode
 from robosafe.trace.validate import check_episode, task_tags_from_record
 
@@ -178,7 +182,7 @@ def trace_header(ep: Episode) -> str:
     has = sorted(ep.signal_families() - {"t"})
     return json.dumps({
         "episode_id": ep.episode_id, "benchmark": ep.benchmark, "task_id": ep.task_id,
-        "success": bool(ep.success), "dt": ep.dt, "target_object": ep.target_object,
+        "success": None if ep.success is None else bool(ep.success), "dt": ep.dt, "target_object": ep.target_object,
         "body_roles": ep.body_roles, "body_names": list(ep.body_names),
         "quat_names": list(ep.quat_names), "contact_names": list(ep.contact_names),
         "families": has, "seed": ep.seed, "instance_id": ep.instance_id, "policy": ep.policy,
@@ -197,6 +201,7 @@ class Imported:
     notes: list[str]
     profile: str
     errors: list[RobosafeError] = field(default_factory=list)
+    total: int = 0  # episodes the dataset lists (read or not)
 
     def lines(self, name: str) -> list[str]:
         out = []
@@ -216,27 +221,63 @@ def read_traces(ds: Dataset) -> Imported:
     return _foreign(ds)
 
 
+def _names(ft: dict) -> list[str]:
+    """A feature's per-column names; anything but a list of strings is no names."""
+    v = ft.get("names")
+    return v if isinstance(v, list) and all(isinstance(n, str) for n in v) else []
+
+
+def header(row: dict[str, Any], column: str, where: str) -> dict[str, Any]:
+    """A per-episode JSON column of ``meta/episodes`` (``robosafe/trace``, ``robosafe/replay``)
+    as an object."""
+    if not isinstance(row.get(column), str):
+        raise DatasetError(f"{where}: no {column} column")
+    h = parse_json(row[column], f"{where}: {column}", DatasetError)
+    if not isinstance(h, dict):
+        raise DatasetError(f"{where}: {column}: expected a JSON object")
+    return h
+
+
+def _frame_success(f: dict[str, np.ndarray], where: str) -> bool | None:
+    """Whether any frame's ``next.success`` is set (LeRobot marks the final frame of a
+    success); None without the column."""
+    if "next.success" not in f:
+        return None
+    col = f["next.success"]
+    if col.dtype.kind not in "biu":
+        raise DatasetError(f"{where}: next.success: expected booleans, got {col.dtype}")
+    return bool(col.any())
+
+
 def _own(ds: Dataset) -> Imported:
-    names = {k: v.get("names") or [] for k, v in ds.features.items()}
+    names = {k: _names(v) for k, v in ds.features.items()}
     slots = {k: {n: i for i, n in enumerate(v)} for k, v in names.items()}
     pairs = [tuple(n.split("|", 1)) for n in names.get("safety.contact_force_n", [])]
-    out, errors = [], []
+    out, errors, notes = [], [], []
     for row in ds.episodes:
         idx = row["episode_index"]
         where = f"{ds.root}: episode {idx}"
         try:
-            h = json.loads(row[TRACE_COLUMN])
+            h = header(row, TRACE_COLUMN, where)
             f = ds.frames(idx)
-            out.append(check_episode(_episode(h, f, slots, pairs), source=where))
-        except (KeyError, ValueError, TypeError) as exc:
+            ep = check_episode(_episode(h, f, slots, pairs), source=where)
+            marked = _frame_success(f, where)
+            if marked is not None and ep.success is not None and marked != ep.success:
+                # neither record can be preferred without guessing which one was edited
+                notes.append(f"episode {idx} ({ep.episode_id}): {TRACE_COLUMN} says success "
+                             f"{ep.success}, the next.success frames say {marked}; success "
+                             "is unknown for it (left out of SR)")
+                ep = replace(ep, success=None)
+            out.append(ep)
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
             errors.append(DatasetError(f"{where}: {TRACE_COLUMN} or safety.* columns "
-                                       f"unreadable: {exc}"))
+                                       f"unreadable: {type(exc).__name__}: {exc}"))
         except RobosafeError as exc:
             errors.append(exc)
     missing = set(FAMILIES) - {f for e in out for f in e.signal_families()}
     fams = profiles_doc()["families"]
-    return Imported(out, {k: fams[k] for k in FAMILIES if k in missing and k in fams}, [],
-                    "robosafe", errors)
+    return Imported(out, {k: fams[k] for k in FAMILIES if k in missing and k in fams}, notes,
+                    "robosafe", errors, len(ds.episodes))
 
 
 def _episode(h: dict, f: dict[str, np.ndarray], slots: dict, pairs: list) -> Episode:
@@ -274,9 +315,14 @@ def _episode(h: dict, f: dict[str, np.ndarray], slots: dict, pairs: list) -> Epi
     if "cost" in has:
         kw["cost"] = f["safety.cost"].astype(float)
     tags = h.get("task_tags")
+    if h["success"] is not None and not isinstance(h["success"], bool):
+        raise DatasetError(f"success: expected true, false or null, got {h['success']!r}")
+    for key in ("episode_id", "benchmark", "task_id"):
+        if not isinstance(h[key], str):
+            raise DatasetError(f"{key}: expected a string, got {h[key]!r}")
     return Episode(
         episode_id=h["episode_id"], benchmark=h["benchmark"], task_id=h["task_id"],
-        success=bool(h["success"]), dt=float(h["dt"]), target_object=h["target_object"],
+        success=h["success"], dt=float(h["dt"]), target_object=h["target_object"],
         body_roles=dict(h["body_roles"]), t=np.arange(n, dtype=np.int64),
         task_tags=None if tags is None else task_tags_from_record(tags),
         seed=h.get("seed"), instance_id=h.get("instance_id"), policy=h.get("policy"),
@@ -303,30 +349,41 @@ def _foreign(ds: Dataset) -> Imported:
         raise DatasetError(f"{ds.root}: not written by robosafe and matches no known layout "
                            f"({known}); robosafe cannot tell which columns hold the "
                            "end-effector or object poses")
-    sig = prof["signals"]
-    success_key = "next.success" if "next.success" in ds.features else None
-    out = []
+    has_success = "next.success" in ds.features
+    out, errors = [], []
     for row in ds.episodes:
         idx = row["episode_index"]
-        f = ds.frames(idx)
-        n = len(f["frame_index"])
-        task = ds.tasks[int(f["task_index"][0])] if "task_index" in f else ""
-        kw = {}
-        for fam, src in sig.items():
-            lo, hi = src["columns"]
-            kw[fam] = np.asarray(f[src["feature"]][:, lo:hi], dtype=float)
-        success = bool(np.asarray(f[success_key]).any()) if success_key else False
-        out.append(Episode(
-            episode_id=f"{ds.root.name}/episode_{idx:06d}", benchmark=prof["benchmark"],
-            task_id=task_name(task), success=success, dt=1.0 / float(ds.fps),
-            target_object=None, body_roles={}, t=np.arange(n, dtype=np.int64),
-            instance_id=f"episode_{idx:06d}",
-            meta={"lerobot_dataset": str(ds.root), "episode_index": idx, "task": task},
-            **kw))
-    have = set(sig) | ({"success"} if success_key else set())
+        where = f"{ds.root}: episode {idx}"
+        try:
+            out.append(check_episode(_foreign_episode(ds, idx, prof, where), source=where))
+        except RobosafeError as exc:
+            errors.append(exc)
+    have = set(prof["signals"]) | ({"success"} if has_success else set())
     fams = doc["families"]
     unscored = {k: v for k, v in fams.items() if k not in have}
-    return Imported(out, unscored, list(prof.get("notes", [])), name)
+    return Imported(out, unscored, list(prof.get("notes", [])), name, errors, len(ds.episodes))
+
+
+def _foreign_episode(ds: Dataset, idx: int, prof: dict, where: str) -> Episode:
+    """One episode of another tool's dataset through its profile; success None (unknown)
+    when the dataset has no ``next.success``."""
+    f = ds.frames(idx)
+    n = len(f["frame_index"])
+    task = ds.task(f["task_index"][0], where) if "task_index" in f else ""
+    kw = {}
+    for fam, src in prof["signals"].items():
+        lo, hi = src["columns"]
+        col = f.get(src["feature"])
+        if col is None or col.ndim != 2 or col.shape[1] < hi or col.dtype.kind not in "fiu":
+            raise DatasetError(f"{where}: {src['feature']}: expected numbers with at least "
+                               f"{hi} columns per frame for {fam}")
+        kw[fam] = np.asarray(col[:, lo:hi], dtype=float)
+    return Episode(
+        episode_id=f"{ds.root.name}/episode_{idx:06d}", benchmark=prof["benchmark"],
+        task_id=task_name(task), success=_frame_success(f, where), dt=1.0 / float(ds.fps),
+        target_object=None, body_roles={}, t=np.arange(n, dtype=np.int64),
+        instance_id=f"episode_{idx:06d}",
+        meta={"lerobot_dataset": str(ds.root), "episode_index": idx, "task": task}, **kw)
 
 
 def profile_benchmarks(profile: str) -> list[str]:

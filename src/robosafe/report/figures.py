@@ -39,7 +39,8 @@ def _errors(values: np.ndarray, cis: list[list[float]]) -> np.ndarray:
 def success_safety_figure(cells: list[dict[str, Any]], rates: list[dict[str, Any]],
                           by: Sequence[str], registry: Registry, path: str) -> None:
     """Write Figure 2 (SR vs Safety with Wilson CIs; per-spec violation heatmap) to ``path``."""
-    cells = [c for c in cells if c["safety"] is not None]  # wholly unscored cells: no point
+    # wholly unscored cells, or cells with no known success: no point
+    cells = [c for c in cells if c["safety"] is not None and c["sr"] is not None]
     labels = [" / ".join(str(c[k]) for k in by) for c in cells]
     sr = np.array([100 * c["sr"] for c in cells])
     sf = np.array([100 * c["safety"] for c in cells])

@@ -52,7 +52,7 @@ def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
         tab = r["table"]
         missing = ", ".join(f"{f} ({k})" for f, k in r["missing_families"].items()) or "-"
         t.add_row(*[str(r[k]) for k in by], str(r["n"]), str(r["n_unscored"]),
-                  pct_ci(r["sr"], r["sr_ci"]),
+                  _sr(r),
                   pct_ci(r["safety"], r["safety_ci"]), pct_ci(r["sbu"], r["sbu_ci"]),
                   pct_ci(r["p_unsafe_given_success"], r["p_unsafe_given_success_ci"]),
                   num_ci(r["vsi"], r["vsi_ci"]),
@@ -60,6 +60,14 @@ def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
                   "/".join(str(tab[k]) for k in ("success_safe", "success_unsafe",
                                                  "failure_safe", "failure_unsafe")), missing)
     return t
+
+
+def _sr(row: dict[str, Any]) -> str:
+    """SR with its interval; "n/a" when no episode's success is known (never 0), and how many
+    episodes it leaves out for an unknown success."""
+    unknown = row.get("n_success_unknown", 0)
+    text = "n/a" if row["sr"] is None and unknown else pct_ci(row["sr"], row["sr_ci"])
+    return text + (f" ({unknown} unknown)" if unknown else "")
 
 
 def spec_rates_table(rows: list[dict[str, Any]], by: Sequence[str],

@@ -12,26 +12,32 @@ replayed by the LIBERO host (in LIBERO's environment): the suite's task, the epi
 initial state (its seed) and the settle steps, then the same actions. Other tools' LIBERO
 conversions carry no initial state, so they cannot be replayed.
 
+The dataset may come from anywhere: task texts are parsed from memory (no file is ever written
+from its content, so a task id such as ``../../x`` names nothing on disk), every per-episode
+field is type-checked, and an episode that cannot be replayed is an error of its own while the
+others are replayed.
+
 The float32 ``action`` column alone does not replay: its rounding moved a careless stove episode
 by 1.4 cm and a vase-pushing one by 5.4 cm (measured on the demo suite), hence ``replay.action``.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from robosafe.errors import RobosafeError
-from robosafe.formats.lerobot import Dataset
-from robosafe.formats.traces import REPLAY_COLUMN, read_traces
+from robosafe.errors import DatasetError, RobosafeError
+from robosafe.formats.lerobot import SIDECAR_PATH, Dataset
+from robosafe.formats.traces import REPLAY_COLUMN, TRACE_COLUMN, header, read_traces
+from robosafe.textio import MAX_TASK_FILE
 from robosafe.trace.episode import Episode
 
 TOLERANCE_M = 0.01
+HOSTS = ("robosafe", "libero")
 
 
 @dataclass
@@ -39,6 +45,8 @@ class Replayed:
     episodes: list[Episode]
     divergence_m: dict[str, float]  # episode id -> largest position difference (inf: length)
     diverged: list[str] = field(default_factory=list)
+    errors: list[RobosafeError] = field(default_factory=list)  # episodes not replayed
+    total: int = 0  # episodes the dataset lists
 
 
 def divergence(replayed: Episode, recorded: Episode) -> float:
@@ -58,66 +66,138 @@ def divergence(replayed: Episode, recorded: Episode) -> float:
     return worst
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """An episode's ``robosafe/replay`` cell and ``robosafe/trace`` identity, checked."""
+
+    task_id: str
+    seed: int | None
+    language_level: int
+    visual_level: int
+    episode_id: str
+    benchmark: str
+    policy: str | None
+    instance_id: str | None
+    meta: dict[str, Any]
+
+
+def _typed(d: dict, key: str, kind: type | tuple, where: str, *, optional: bool = False):
+    v = d.get(key)
+    if (v is None and optional) or (isinstance(v, kind) and not isinstance(v, bool)):
+        return v
+    raise DatasetError(f"{where}: {key}: expected {getattr(kind, '__name__', kind)}, "
+                       f"got {v!r}")
+
+
+def _cell(row: dict[str, Any], where: str) -> _Cell:
+    cell = header(row, REPLAY_COLUMN, where)
+    head = header(row, TRACE_COLUMN, where)
+    c, h = f"{where}: {REPLAY_COLUMN}", f"{where}: {TRACE_COLUMN}"
+    return _Cell(
+        task_id=_typed(cell, "task_id", str, c), seed=_typed(cell, "seed", int, c, optional=True),
+        language_level=_typed(cell, "language_level", int, c),
+        visual_level=_typed(cell, "visual_level", int, c),
+        episode_id=_typed(head, "episode_id", str, h), benchmark=_typed(head, "benchmark", str, h),
+        policy=_typed(head, "policy", str, h, optional=True),
+        instance_id=_typed(head, "instance_id", str, h, optional=True),
+        meta=_typed(head, "meta", dict, h, optional=True) or {})
+
+
+def _sidecar(ds: Dataset) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Host, task texts and host options of the dataset's meta/robosafe.json, checked."""
+    side, where = ds.robosafe, f"{ds.root / SIDECAR_PATH}"
+    if side is None or "tasks" not in side:
+        raise RobosafeError(f"{ds.root}: --replay needs the host that recorded the dataset; "
+                            "only datasets robosafe exported (from its simulator or the LIBERO "
+                            "host) say which task, initial state and actions to re-run")
+    host = side.get("host", "robosafe")
+    if host not in HOSTS:
+        raise DatasetError(f"{where}: unknown host {host!r}")
+    tasks = side["tasks"]
+    if not isinstance(tasks, dict) or not all(isinstance(v, str) for v in tasks.values()):
+        raise DatasetError(f"{where}: tasks: expected an object of task id -> task text")
+    horizon = side.get("horizon")
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)
+                                or horizon <= 0):
+        raise DatasetError(f"{where}: horizon: expected a positive integer, got {horizon!r}")
+    suite = side.get("suite")
+    if host == "libero" and not isinstance(suite, str):
+        raise DatasetError(f"{where}: suite: expected a LIBERO suite name, got {suite!r}")
+    return host, tasks, {"horizon": horizon, "suite": suite}
+
+
+def _actions(frames: dict[str, np.ndarray], where: str) -> np.ndarray:
+    """The episode's exact actions (all frames but the final one, a repeat)."""
+    a = frames.get("replay.action", frames.get("action"))
+    if a is None or a.ndim != 2 or a.dtype.kind not in "fiu" or not np.isfinite(a).all():
+        raise DatasetError(f"{where}: replay.action / action: expected finite numbers, one "
+                           "row per frame")
+    return a.astype(float)[:-1]
+
+
 def replay_dataset(path: str | Path, *, tolerance_m: float = TOLERANCE_M,
                    on_episode: Callable[[int, int], None] | None = None) -> Replayed:
     """Re-simulate every episode of a robosafe-written dataset (see the module docstring)."""
     ds = Dataset(path)
-    if ds.robosafe is None or "tasks" not in ds.robosafe:
-        raise RobosafeError(f"{ds.root}: --replay needs the host that recorded the dataset; "
-                            "only datasets robosafe exported (from its simulator or the LIBERO "
-                            "host) say which task, initial state and actions to re-run")
-    host = ds.robosafe.get("host", "robosafe")
-    if host not in ("robosafe", "libero"):
-        raise RobosafeError(f"{ds.root}/meta/robosafe.json: unknown host {host!r}")
-
+    host, tasks, opts = _sidecar(ds)
     recorded = {e.episode_id: e for e in read_traces(ds).episodes}
-    out, div, bad = [], {}, []
-    envs: dict[tuple, object] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    res = Replayed([], {}, total=len(ds.episodes))
+    envs: dict[tuple, Any] = {}
+    try:
         for k, row in enumerate(ds.episodes):
-            cell = json.loads(row[REPLAY_COLUMN])
-            head = json.loads(row["robosafe/trace"])
-            text = ds.robosafe["tasks"].get(cell["task_id"])
-            if text is None:
-                raise RobosafeError(f"{ds.root}/meta/robosafe.json: no task file for "
-                                    f"{cell['task_id']!r}")
-            key = (cell["task_id"], cell["language_level"], cell["visual_level"])
-            if key not in envs and host == "libero":
-                from robosafe.hosts.libero import LiberoEnv
-
-                envs[key] = LiberoEnv(ds.robosafe["suite"], cell["task_id"],
-                                      horizon=ds.robosafe.get("horizon"))
-            elif key not in envs:
-                from robosafe.sim.env import TaskEnv
-
-                task = Path(tmp) / f"{cell['task_id']}.bddl"
-                task.write_text(text, encoding="utf-8")
-                envs[key] = TaskEnv(task, task_id=cell["task_id"], benchmark=head["benchmark"],
-                                    render=False, visual_level=cell["visual_level"],
-                                    language_level=cell["language_level"],
-                                    horizon=ds.robosafe.get("horizon"))
-            env = envs[key]
-            frames = ds.frames(row["episode_index"])
-            actions = frames.get("replay.action", frames["action"]).astype(float)[:-1]
-            env.reset(seed=cell["seed"])
-            for a in actions:
-                _, _, terminated, truncated, _ = env.step(a)
-                if terminated or truncated:
-                    break
-            meta = {k2: v for k2, v in head["meta"].items()
-                    if k2 not in ("visual_level", "cost_mode", "cumulative_cost")}
-            ep = env.episode(episode_id=head["episode_id"], policy=head["policy"],
-                             instance_id=head["instance_id"], meta=meta)
-            d = divergence(ep, recorded[head["episode_id"]]) \
-                if head["episode_id"] in recorded else float("inf")
+            where = f"{ds.root}: episode {row['episode_index']}"
+            try:
+                ep = _replay(ds, row, where, host, tasks, opts, envs)
+            except RobosafeError as exc:
+                res.errors.append(exc)
+                continue
+            d = divergence(ep, recorded[ep.episode_id]) \
+                if ep.episode_id in recorded else float("inf")
             ep.meta["replay_divergence_m"] = d if np.isfinite(d) else None
-            div[ep.episode_id] = d
+            res.divergence_m[ep.episode_id] = d
             if not d <= tolerance_m:
-                bad.append(ep.episode_id)
-            out.append(ep)
+                res.diverged.append(ep.episode_id)
+            res.episodes.append(ep)
             if on_episode:
                 on_episode(k + 1, len(ds.episodes))
-    for env in envs.values():
-        env.close()
-    return Replayed(out, div, bad)
+    finally:
+        for env in envs.values():
+            env.close()
+    return res
 
+
+def _replay(ds: Dataset, row: dict[str, Any], where: str, host: str, tasks: dict[str, str],
+            opts: dict[str, Any], envs: dict[tuple, Any]) -> Episode:
+    """One episode re-simulated (an env is built once per task and levels)."""
+    cell = _cell(row, where)
+    text = tasks.get(cell.task_id)
+    if text is None:
+        raise DatasetError(f"{ds.root / SIDECAR_PATH}: no task file for {cell.task_id!r}")
+    key = (cell.task_id, cell.language_level, cell.visual_level)
+    if key not in envs and host == "libero":
+        from robosafe.hosts.libero import LiberoEnv
+
+        envs[key] = LiberoEnv(opts["suite"], cell.task_id, horizon=opts["horizon"])
+    elif key not in envs:
+        from robosafe.sim.env import TaskEnv
+        from robosafe.tasks.parser import parse_task
+
+        # parsed from memory: no file is written from the dataset's content
+        source = f"{ds.root / SIDECAR_PATH}: tasks[{cell.task_id!r}]"
+        if len(text) > MAX_TASK_FILE:
+            raise DatasetError(f"{source}: larger than {MAX_TASK_FILE >> 20} MiB; not a task")
+        envs[key] = TaskEnv(parse_task(text, source), source=source, task_id=cell.task_id,
+                            benchmark=cell.benchmark, render=False,
+                            visual_level=cell.visual_level, language_level=cell.language_level,
+                            horizon=opts["horizon"])
+    env = envs[key]
+    actions = _actions(ds.frames(row["episode_index"]), where)
+    env.reset(seed=cell.seed)
+    for a in actions:
+        _, _, terminated, truncated, _ = env.step(a)
+        if terminated or truncated:
+            break
+    meta = {k: v for k, v in cell.meta.items()
+            if k not in ("visual_level", "cost_mode", "cumulative_cost")}
+    return env.episode(episode_id=cell.episode_id, policy=cell.policy,
+                       instance_id=cell.instance_id, meta=meta)

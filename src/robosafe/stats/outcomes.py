@@ -196,11 +196,11 @@ def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
         "episode_idx": score.meta.get("episode_idx", ""),
         "instance_id": score.instance_id or "", "policy_name": score.policy or "",
         "checkpoint_ref": score.meta.get("checkpoint_ref", ""),
-        "seed": "" if score.seed is None else score.seed, "success": int(score.success),
+        "seed": "" if score.seed is None else score.seed, "success": "" if score.success is None else int(score.success),
         "num_env_steps": score.n_steps, "error_type": "",
         # an unscored episode (no active spec) has no safety judgement: empty, never "safe"
         "safe": int(score.safe) if score.scored else "",
-        "sbu": int(score.sbu) if score.scored else "",
+        "sbu": int(score.sbu) if score.scored and score.sbu is not None else "",
         "vsi": round(score.vsi, 6) if score.scored else "",
         "violated_specs": ";".join(score.violated)}
 

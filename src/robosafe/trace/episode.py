@@ -57,7 +57,10 @@ class Episode:
     episode_id: str
     benchmark: str
     task_id: str
-    success: bool
+    success: bool | None
+    """The host's success label; None when the source does not say (a LeRobot dataset
+    without ``next.success``): SR, SBU and P[U|S] leave such an episode out, never count it
+    as a failure."""
     dt: float
     target_object: str | None
     body_roles: dict[str, str]

@@ -83,7 +83,8 @@ PARQUET_SCHEMA = pa.schema([
 _SCALARS = ("episode_id", "benchmark", "task_id", "success", "dt", "target_object", "seed",
             "instance_id", "policy", "body_roles", "task_tags", "meta", "n_joints")
 _LISTS = tuple(n for n in PARQUET_SCHEMA.names if n not in _SCALARS)
-_REQUIRED = ("episode_id", "benchmark", "task_id", "success", "dt", "body_roles", "meta")
+# success may be null: the source did not say (SR leaves the episode out)
+_REQUIRED = ("episode_id", "benchmark", "task_id", "dt", "body_roles", "meta")
 
 
 # --------------------------------------------------------------------------- files
@@ -636,7 +637,7 @@ def _batch_table(eps: list[Episode]) -> pa.RecordBatch:
             ("episode_id", "benchmark", "task_id", "target_object", "seed", "instance_id",
              "policy")}
     data |= {
-        "success": [bool(e.success) for e in eps], "dt": [float(e.dt) for e in eps],
+        "success": [None if e.success is None else bool(e.success) for e in eps], "dt": [float(e.dt) for e in eps],
         "body_roles": [json.dumps(e.body_roles) for e in eps],
         "task_tags": [None if e.task_tags is None else json.dumps(e.task_tags.to_dict())
                       for e in eps],

@@ -225,7 +225,9 @@ def episode_from_record(rec: dict, *, source: str) -> Episode:
             raise _Bad(None, f"expected an episode record (JSON object), got {_show(rec)}")
         episode = _get(rec, "episode_id", str, "a string")
         head = {k: _get(rec, k, str, "a string") for k in ("benchmark", "task_id")}
-        success = _get(rec, "success", bool, "true/false")
+        if "success" not in rec:
+            raise _Bad("success", "required field is missing (use null for unknown)")
+        success = _get(rec, "success", bool, "true, false or null (unknown)", required=False)
         dt = _get(rec, "dt", (int, float), "a positive number")
         if "target_object" not in rec:
             raise _Bad("target_object", "required field is missing (use null for none)")
@@ -266,6 +268,10 @@ MAX_DT_S = 2.0
 MAX_POS_M = 100.0
 """Largest plausible |coordinate| of a manipulation scene; beyond it, millimetres were given."""
 _POSITIONS = ("eef_pos_m", "body_pos_m")
+MAX_VALUE = 1e12
+"""Largest |value| of a contact force (N), joint torque (N m) or cost: far beyond any physical
+one, and small enough that sums over many episodes (means, bootstrap resamples) stay finite,
+so every reported number is a JSON number (1e308 would overflow them to inf and NaN)."""
 
 
 def _value_checks(ep: Episode) -> np.ndarray | None:
@@ -319,6 +325,10 @@ def _value_checks(ep: Episode) -> np.ndarray | None:
             f = f"steps[{where[0]}].{k}" + (f".{names[k][where[1]]}" if k in names else "")
             raise _Bad(f, f"{_show(float(a[where]))} m is implausible: positions are in "
                        "metres (millimetres given?)")
+        if a.size and np.abs(a).max() > MAX_VALUE:
+            where = _first_bad(np.abs(a) > MAX_VALUE)
+            raise _Bad(f"steps[{where[0]}].{k}", f"{_show(float(a[where]))} is implausible "
+                       f"(|value| > {MAX_VALUE:g})")
     for k, seq in (("body_pos_m", ep.body_names), ("body_quat_wxyz", ep.quat_names),
                    ("contacts", ep.contact_names)):
         if len(set(seq)) != len(seq):
@@ -362,6 +372,9 @@ def _contact_checks(ep: Episode, T: int) -> None:
         raise _Bad(at(k[0], "force_n"), f"value {_show(float(f[k]))} is not finite")
     if (k := _first_bad(f < 0)) is not None:
         raise _Bad(at(k[0], "force_n"), f"must be >= 0, got {float(f[k])}")
+    if (k := _first_bad(f > MAX_VALUE)) is not None:
+        raise _Bad(at(k[0], "force_n"), f"{float(f[k]):g} N is implausible "
+                   f"(> {MAX_VALUE:g})")
     known = np.array([n in ep.body_roles for n in names], dtype=bool)
     if (k := _first_bad(~known[a] | ~known[b])) is not None:
         side = "a" if not known[a[k]] else "b"
@@ -451,14 +464,13 @@ class BatchCheck(NamedTuple):
     contact pointers are its slice minus its first value)."""
 
 
-def _not_finite(col: Flat) -> np.ndarray:
-    """Rows of a float column holding NaN or +-inf (empty when there are none)."""
-    span = col.span
-    # one reduction decides the common case: NaN/inf make the sum non-finite (an overflowing
-    # sum of finite values only sends the batch to the exact test below)
-    if not span.size or math.isfinite(float(np.add.reduce(span))):
+def _beyond(col: Flat, limit: float) -> np.ndarray:
+    """Rows of a float column holding NaN, +-inf or a value beyond +-``limit`` (empty when
+    there are none)."""
+    span = col.span  # min and max, not abs().max(): no temporary the size of the column
+    if not span.size or (span.max() <= limit and span.min() >= -limit):  # NaN fails both
         return np.zeros(0, dtype=np.intp)
-    return col.rows(np.flatnonzero(~np.isfinite(span)))
+    return col.rows(np.flatnonzero(~(np.abs(span) <= limit)))
 
 
 def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list[Flat],
@@ -468,8 +480,8 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list
     """Value checks of :func:`check_episode` on a batch of ``n`` rows at once.
 
     ``dt`` (n,) float (NaN for null); ``t`` the step indices; ``floats`` the float families
-    that must be finite (arrays of any shape, flattened); ``positions`` those that must also be
-    within +-MAX_POS_M; ``quats`` the flat wxyz quaternions
+    that must be finite and within +-MAX_VALUE (arrays of any shape, flattened);
+    ``positions`` those that must be within +-MAX_POS_M instead; ``quats`` the flat wxyz quaternions
     (finite, non-zero; the rows with some non-unit quaternion are returned);
     ``counts`` the contacts per step (a row's contacts are checked when its counts are valid);
     ``contact_a``/``contact_b``/``force`` the flat contacts, ``n_contact_names`` (n,) the number
@@ -488,12 +500,9 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list
         step[first[(first >= 0) & (first < step.size)]] = True
         if not step.all():
             bad.append(t.rows(np.flatnonzero(~step) + 1))
-    # the range check of positions rejects NaN and inf too: no separate finiteness pass
-    bad += [_not_finite(col) for col in floats if not any(col is p for p in positions)]
-    for col in positions:
-        span = col.span  # min and max, not abs().max(): no temporary the size of the column
-        if span.size and not (span.max() <= MAX_POS_M and span.min() >= -MAX_POS_M):
-            bad.append(col.rows(np.flatnonzero(~(np.abs(span) <= MAX_POS_M))))  # NaN too
+    # the range checks reject NaN and inf too: no separate finiteness pass
+    bad += [_beyond(col, MAX_VALUE) for col in floats if not any(col is p for p in positions)]
+    bad += [_beyond(col, MAX_POS_M) for col in positions]
     normalise = np.zeros(dt.shape, dtype=bool)
     q, n2 = quats.span, None
     if q.size:
@@ -532,8 +541,8 @@ def suspect_rows(*, dt: np.ndarray, t: Flat, floats: list[Flat], positions: list
             limit = np.repeat(n_contact_names, col.sizes)
             bad.append(col.rows(np.flatnonzero((idx < 0) | (idx >= limit))))
     f = force.span
-    if f.size and not (f.min() >= 0 and f.max() < math.inf):  # NaN fails both
-        bad.append(force.rows(np.flatnonzero(~(f >= 0) | ~(f < math.inf))))
+    if f.size and not (f.min() >= 0 and f.max() <= MAX_VALUE):  # NaN fails both
+        bad.append(force.rows(np.flatnonzero(~(f >= 0) | ~(f <= MAX_VALUE))))
     for rows in bad:
         suspect[rows] = True
     return BatchCheck(suspect, normalise, n2, total)
@@ -563,7 +572,8 @@ def episode_to_record(ep: Episode) -> dict[str, Any]:
     Key order follows App. B; optional fields that are None/empty are omitted.
     """
     rec: dict[str, Any] = {"episode_id": ep.episode_id, "benchmark": ep.benchmark,
-                           "task_id": ep.task_id, "success": bool(ep.success),
+                           "task_id": ep.task_id,
+                           "success": None if ep.success is None else bool(ep.success),
                            "dt": float(ep.dt), "target_object": ep.target_object,
                            "body_roles": dict(ep.body_roles)}
     if ep.task_tags is not None:
