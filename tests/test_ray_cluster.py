@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +24,6 @@ import pytest
 pytest.importorskip("ray")
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-BIN = Path(sys.executable).parent
 # The test cluster is private to the test: no token files in anyone's home, no telemetry.
 # Ray sets OMP_NUM_THREADS=1 in its workers; the reference runs with the same setting.
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
@@ -42,51 +39,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _ray(*args: str) -> None:
-    subprocess.run([str(BIN / "ray"), *args], env=ENV, check=True, capture_output=True,
-                   timeout=180)
-
-
-def _kill_node(temp_dir: str) -> int:
-    """SIGKILL every process of the node whose Ray temp dir is ``temp_dir`` (its raylet, its
-    workers); what a machine that loses power does to them. Returns how many."""
-    killed = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if temp_dir.encode() in cmd:
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-    return killed
-
-
-class Cluster:
-    def __init__(self):
-        self.root = tempfile.mkdtemp(prefix="rsray")  # short: Ray's socket paths are limited
-        self.head_dir, self.node_dir = f"{self.root}/h", f"{self.root}/n"
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        _ray("start", "--head", "--port", str(self.port), "--node-ip-address", "127.0.0.1",
-             "--num-cpus", "1", "--temp-dir", self.head_dir, "--include-dashboard=false",
-             "--disable-usage-stats")
-        _ray("start", "--address", self.address, "--node-ip-address", "127.0.0.1",
-             "--num-cpus", "1", "--temp-dir", self.node_dir, "--disable-usage-stats")
-
-    def stop(self) -> None:
-        _kill_node(self.node_dir)
-        _kill_node(self.head_dir)
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +65,10 @@ def reference(policy_url, tmp_path_factory):
 
 @pytest.fixture
 def cluster():
-    c = Cluster()
-    try:
-        c.start()
+    from robosafe.runner.cluster import LoopbackCluster
+
+    with LoopbackCluster(nodes=2) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -196,7 +146,7 @@ def test_lost_node_mid_run_loses_nothing(cluster, reference, policy_url, tmp_pat
     while not list((out / "outcomes").glob("*.json")) if out.exists() else True:
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
-    assert _kill_node(cluster.node_dir) > 0
+    assert cluster.kill(1) > 0
     _, stderr = proc.communicate(timeout=900)
     assert "Traceback" not in stderr, stderr
     assert proc.returncode == 0, stderr
@@ -213,3 +163,42 @@ def test_unreachable_cluster_is_one_line(tmp_path):
     assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in proc.stderr
     assert not (tmp_path / "run" / "outcomes").exists() or \
         not list((tmp_path / "run" / "outcomes").iterdir())
+
+
+def _remote_jobs() -> int:
+    """Ray worker processes running a robosafe cell right now (Ray titles them by task)."""
+    n = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            n += proc.name.isdigit() and b"_remote_job" in (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+    return n
+
+
+def test_ctrl_c_cancels_the_cluster_tasks(cluster, policy_url, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "robosafe", "run", "-o", str(out), "-p",
+                             policy_url, *RUN[:4], "-n", "12", "--horizon", "200", "--obs-adapter",
+                             "robosuite-privileged", "--backend", "ray", "--ray-address",
+                             cluster.address, "-j", "2"],
+                            env=ENV, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while _remote_jobs() < 2:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 30
+    while _remote_jobs():
+        assert time.monotonic() < deadline, "cells still running on the cluster after Ctrl-C"
+        time.sleep(0.5)
+    done = len(list((out / "outcomes").glob("*.json")))
+    assert done < 12
+    # what finished before Ctrl-C is kept, and --resume runs only the rest
+    proc = _cli("run", "-o", str(out), "-p", policy_url, *RUN[:4], "-n", "12", "--horizon",
+                "200", "--obs-adapter", "robosuite-privileged", "--resume", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((out / "outcomes").glob("*.json"))) == 12
