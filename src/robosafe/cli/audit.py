@@ -55,8 +55,9 @@ def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs o
                                                    help="Bootstrap resamples of instances."),
                      seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Determinism statistic D of App. B: mean pairwise outcome disagreement between repeated
-    runs over their shared instances, with an instance-bootstrap interval."""
+    """Outcome disagreement D (robosafe's own statistic for App. B.1's per-episode outcome
+    agreement): mean pairwise disagreement between repeated runs over their shared instances,
+    with an instance-bootstrap interval."""
     from robosafe.audit.disagreement import disagreement
 
     r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
