@@ -120,8 +120,9 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
                  convention: str = typer.Option(
                      "app-c", "--convention",
                      help="app-c: App. C (C.7 rounding, C.5 classes; default). paper-figure: "
-                          "the simpler rule the published Figure 3 used (raw gain vs the "
-                          "cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 S=24)."),
+                          "robosafe's reading of the simpler rule behind Figure 3 (raw gain vs "
+                          "the cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 "
+                          "S=24); impossible and zero gains are never significant."),
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is each claimed gain significant from its published scores alone? (Sec. 4, App. C)
 
