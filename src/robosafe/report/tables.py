@@ -95,13 +95,13 @@ def severity_table(rows: list[dict[str, Any]], cells: list[dict[str, Any]],
 
 
 def phase_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
-    """Violations by phase (Sec. 3.2 phase-segmented scoring): per cell and violated spec, the
-    episodes with a violating step in each phase."""
+    """Violations by phase (robosafe's own phases): per cell and violated spec, the violating
+    episodes in the phase where the spec first went negative."""
     from robosafe.safety.signals import PHASES
 
     cols = [*PHASES, "unsegmented"]
-    t = _table("Spec violations by phase (Sec. 3.2): episodes with a violating step", by,
-               ["spec", *cols])
+    t = _table("Spec violations by phase (robosafe's phases): episodes, by the phase of the "
+               "first violating step", by, ["spec", *cols])
     for r in rows:
         for sid, counts in r["specs"].items():
             t.add_row(*[str(r[k]) for k in by], registry.specs[sid].short,

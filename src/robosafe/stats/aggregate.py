@@ -151,15 +151,16 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
 
 def phase_violations(scores: Sequence[EpisodeScore],
                      by: Sequence[str] = DEFAULT_GROUP) -> list[dict[str, Any]]:
-    """Per cell and violated spec, the episodes with a violating step in each phase (Sec. 3.2
-    phase-segmented scoring: approach / grasp / transport / place, or "unsegmented" when a
-    trace has no grasp or lift signal). An episode counts once per phase it violates in."""
+    """Per cell and violated spec, the violating episodes counted in the phase where the spec
+    first went negative (robosafe's own phases, signals.PHASES, or "unsegmented" when a trace
+    has no grasp or lift signal). Each violating episode counts once per spec, so a spec's
+    counts sum to its violating episodes."""
     rows = []
     for key, group in group_scores(scored(scores), by).items():
         specs: dict[str, Counter[str]] = {}
         for s in group:
-            for sid, phases in s.phases.items():
-                specs.setdefault(sid, Counter()).update(phases)
+            for sid, phase in s.phases.items():
+                specs.setdefault(sid, Counter())[phase] += 1
         rows.append({**dict(zip(by, key)), "n": len(group),
                      "specs": {sid: dict(c) for sid, c in specs.items()}})
     return rows
