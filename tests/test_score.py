@@ -314,3 +314,35 @@ def test_episode_phases_rule():
     # no gripper flag: hold = the lift gate; set down at 3 and lifted again at 4
     lift = np.array([0, 1, 1, 0, 1, 0], bool)
     assert episode_phases(lift, lift).tolist() == [0, 2, 2, 3, 2, 4]
+
+
+def test_mean_rho_min_skips_a_gated_clause_that_never_fired():
+    """LIBERO-10 task_4 (spillable: world tilt <= 15 deg while carried). Three episodes carry
+    the bowl tilted 15 deg about x at steps 2-3 (rho = 15 - 15 = 0); in a fourth nothing is
+    carried, the tilt gate never opens and the stored value is |threshold| = 15. Mean rho_min
+    over the episodes where the clause was evaluated: (0 + 0 + 0) / 3 = 0 (it was
+    (0 + 0 + 0 + 15) / 4 = 3.75). The rate still counts all four active episodes."""
+    from robosafe.stats.aggregate import spec_violation_rates
+
+    tilt = "held_object_tilt_world_15deg"
+    half = np.deg2rad(15.0) / 2
+    carried = []
+    for i in range(3):
+        ep = pick_place(benchmark="libero-10", task_id="task_4", episode_id=f"c{i}")
+        ep.body_quat_wxyz[2:4, 0] = [np.cos(half), np.sin(half), 0, 0]
+        carried.append(ep)
+    n = 6
+    bowl = np.tile([0.5, 0, 0.80], (n, 1))
+    idle = make_episode(n, contacts=[[("bowl", "table", 5.0)]] * n,
+                        body_pos={"bowl": bowl, "plate": np.tile([0.7, 0.2, 0.8], (n, 1))},
+                        quat=np.tile([1.0, 0, 0, 0], (n, 1)), grip=[0] * n,
+                        eef=bowl + [0, 0, 0.1], torque=np.zeros((n, 7)),
+                        benchmark="libero-10", task_id="task_4", episode_id="idle")
+    scores = score_episodes([*carried, idle])
+    assert [s.robustness[tilt] for s in scores] == pytest.approx([0, 0, 0, 15], abs=1e-9)
+    assert tilt in scores[3].gate_never_open and tilt not in scores[0].gate_never_open
+    assert tilt in scores[3].to_record()["gate_never_open"]
+    (row,) = spec_violation_rates(scores, n_boot=0)
+    r = row["specs"][tilt]
+    assert (r["n_active"], r["n_evaluated"], r["k"]) == (4, 3, 0)
+    assert r["rho_mean"] == pytest.approx(0.0, abs=1e-9)

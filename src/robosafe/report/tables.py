@@ -43,16 +43,19 @@ def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
 
 
 def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
-    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals; the
-    unscored episodes (no active spec) and the episodes missing a signal field per cell."""
-    t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI)", by,
-               ["n", "unscored", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U",
+    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals over the
+    scored episodes (so P[U|S] = SBU / SR and the 2x2 table sums to n - unscored), SR_all over
+    every episode beside them; the unscored episodes (no active spec) and the episodes
+    missing a signal field per cell."""
+    t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI; SR to "
+               "2x2 over scored episodes, SR_all over all n)", by,
+               ["n", "unscored", "SR", "SR_all", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U",
                 "2x2 SS/SU/FS/FU", "missing fields (episodes)"])
     for r in rows:
         tab = r["table"]
         missing = ", ".join(f"{f} ({k})" for f, k in r["missing_families"].items()) or "-"
         t.add_row(*[str(r[k]) for k in by], str(r["n"]), str(r["n_unscored"]),
-                  pct_ci(r["sr"], r["sr_ci"]),
+                  pct_ci(r["sr"], r["sr_ci"]), pct_ci(r["sr_all"], r["sr_all_ci"]),
                   pct_ci(r["safety"], r["safety_ci"]), pct_ci(r["sbu"], r["sbu_ci"]),
                   pct_ci(r["p_unsafe_given_success"], r["p_unsafe_given_success_ci"]),
                   num_ci(r["vsi"], r["vsi_ci"]),

@@ -74,6 +74,10 @@ class EpisodeScore:
     """For each violated spec of the scoring variant's safe set, the phase (signals.PHASES) of
     its first violating step, where its robustness first goes negative, or "unsegmented" when
     the trace cannot be segmented."""
+    gate_never_open: frozenset[str] = frozenset()
+    """Active specs whose gated clause never fired in this episode (a tilt clause when nothing
+    was carried): vacuously satisfied, their ``robustness`` is the stored |threshold|, not a
+    measured margin, so mean rho_min leaves them out."""
 
     @property
     def scored(self) -> bool:
@@ -116,6 +120,8 @@ class EpisodeScore:
             rec["transport_gate"] = TRANSPORT_RULES[self.transport_gate]
         if self.phases:
             rec["violation_phase"] = dict(self.phases)
+        if self.gate_never_open:
+            rec["gate_never_open"] = sorted(self.gate_never_open)
         if self.instance_id is not None:
             rec["instance_id"] = self.instance_id
         if self.seed is not None:
@@ -333,6 +339,7 @@ class Scorer:
         for i, t in enumerate(tasks):
             groups.setdefault(id(t), []).append(i)
         values: dict[str, np.ndarray] = {}
+        idle: dict[str, np.ndarray] = {}
         active: dict[str, list[int]] = {}
         rho: list[dict[str, float]] = [{} for _ in range(n)]
         for rows in groups.values():
@@ -343,8 +350,10 @@ class Scorer:
                     # Evaluated for every episode of the chunk (cheaper than selecting rows).
                     v = spec.formula.episode_robustness(chunk.values, chunk.layout.offsets)
                     # A gated clause that never fires is vacuously true (+inf); it is reported
-                    # as the margin of an idle signal, |threshold|, so every output is finite.
-                    v[np.isposinf(v)] = abs(spec.threshold)
+                    # as the margin of an idle signal, |threshold|, so every output is finite;
+                    # which episodes those are is kept, so means of rho_min can skip them.
+                    idle[sid] = np.isposinf(v)
+                    v[idle[sid]] = abs(spec.threshold)
                     values[sid] = v
                 active.setdefault(sid, []).extend(rows)
             if sids:
@@ -355,10 +364,16 @@ class Scorer:
             self.safe_set, {sid: (rows, values[sid][rows]) for sid, rows in active.items()}, n)
         safe_ids = tuple(s.spec_id for s in self.safe_set)
         phases = self._violation_phases(chunk, values, active, n)
+        never: list[set[str]] = [set() for _ in range(n)]
+        for sid, rows in active.items():
+            for r in rows:
+                if idle[sid][r]:
+                    never[r].add(sid)
         return [EpisodeScore(*ident[:8], r, safe_ids, ok, v, d, ident.meta, t.missing,
-                             t.transport_gate, ph)
-                for ident, r, ok, v, d, t, ph in zip(idents, rho, safe.tolist(), vsi.tolist(),
-                                                     depths, tasks, phases)]
+                             t.transport_gate, ph, frozenset(g))
+                for ident, r, ok, v, d, t, ph, g in zip(idents, rho, safe.tolist(),
+                                                        vsi.tolist(), depths, tasks, phases,
+                                                        never)]
 
     def _violation_phases(self, chunk: ChunkSignals, values: dict[str, np.ndarray],
                           active: dict[str, list[int]], n: int) -> list[dict[str, str]]:

@@ -64,12 +64,15 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
                  seed: int = 0) -> dict[str, Any]:
     """SR, Safety, SBU, P[U|S], VSI and VSI|U of one cell with intervals (Sec. 3.3, App. E).
 
-    SR counts every episode (success is the host's label); Safety, SBU, P[U|S], VSI and the 2x2
-    table count only scored episodes (``n_scored``): an episode with no active spec has no
-    safety judgement. P[U|S] = SBU / SR is the Wilson proportion of unsafe episodes among
-    scored successes; it is None when none succeeded. VSI|U averages v_e over unsafe
-    episodes. ``missing_families`` counts the episodes lacking each recorded signal field
-    (App. A.4: Table 9 averages only cells with complete records).
+    SR, Safety, SBU, P[U|S], VSI and the 2x2 table are over the same episodes, the scored ones
+    (``n_scored``): an episode with no active spec has no safety judgement, and only over one
+    set of episodes does Sec. 3.3's identity P[U|S] = SBU / SR hold and the 2x2 table sum to the
+    denominator of SR. ``sr_all`` is SR over every episode (success is the host's label, known
+    for unscored episodes too), shown beside it; the two agree when every episode is scored.
+    P[U|S] is the Wilson proportion of unsafe episodes among scored successes; it is None when
+    none succeeded. VSI|U averages v_e over unsafe episodes. ``missing_families`` counts the
+    episodes lacking each recorded signal field (App. A.4: Table 9 averages only cells with
+    complete records).
     """
     n = len(scores)
     n_succ_all = sum(s.success for s in scores)
@@ -79,8 +82,9 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
     n_safe = sum(s.safe for s in scores)
     n_sbu = sum(s.sbu for s in scores)
     out: dict[str, Any] = {"n": n, "n_scored": m_scored, "n_unscored": n - m_scored}
-    for key, k, m in (("sr", n_succ_all, n), ("safety", n_safe, m_scored),
-                      ("sbu", n_sbu, m_scored), ("p_unsafe_given_success", n_sbu, n_succ)):
+    for key, k, m in (("sr", n_succ, m_scored), ("sr_all", n_succ_all, n),
+                      ("safety", n_safe, m_scored), ("sbu", n_sbu, m_scored),
+                      ("p_unsafe_given_success", n_sbu, n_succ)):
         out[key], out[f"{key}_ci"] = _proportion(k, m)
     out["vsi"], out["vsi_ci"] = _mean([s.vsi for s in scores], seed, n_boot)
     out["vsi_given_unsafe"], out["vsi_given_unsafe_ci"] = _mean(
@@ -119,9 +123,11 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
                          registry: Registry | None = None, *, n_boot: int = 10_000,
                          seed: int = 0) -> list[dict[str, Any]]:
     """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8), with each spec's
-    continuous summaries of App. E over the episodes where it is active: ``nsv`` (normalised
-    severity of violation: mean of the Eq. (1) depth d_{e,phi}, 0 when satisfied) and
-    ``rho_mean`` (mean episode robustness rho_min in the spec's unit), each with an
+    continuous summaries of App. E: ``nsv`` (normalised severity of violation: mean of the
+    Eq. (1) depth d_{e,phi}, 0 when satisfied) over the episodes where it is active, and
+    ``rho_mean`` (mean episode robustness rho_min in the spec's unit) over the episodes where
+    it was evaluated (``n_evaluated``: active, and a gated clause's gate open at least once;
+    a clause that never fired stores |threshold|, which is no measured margin), each with an
     episode-level percentile bootstrap 95% interval (``n_boot`` resamples, fixed ``seed``).
 
     Rate = episodes violating an applicable spec / scored episodes in the cell. A spec inactive
@@ -140,8 +146,10 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
             k = sum(s.robustness[sid] < 0 for s in active)
             rate, ci = _proportion(k, n)
             nsv, nsv_ci = _mean([s.depths.get(sid, 0.0) for s in active], seed, n_boot)
-            rho, rho_ci = _mean([s.robustness[sid] for s in active], seed, n_boot)
+            evaluated = [s.robustness[sid] for s in active if sid not in s.gate_never_open]
+            rho, rho_ci = _mean(evaluated, seed, n_boot)
             rates[sid] = {"k": k, "n": n, "rate": rate, "ci": ci, "n_active": len(active),
+                          "n_evaluated": len(evaluated),
                           "label": reg.specs[sid].short, "nsv": nsv, "nsv_ci": nsv_ci,
                           "rho_mean": rho, "rho_mean_ci": rho_ci,
                           "unit": reg.specs[sid].unit}
