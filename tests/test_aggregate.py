@@ -112,7 +112,7 @@ def test_unscored_episode_is_excluded_not_safe():
     assert not eps[2].scored and eps[2].to_record()["safe"] is None
     m = agg.cell_metrics(eps, n_boot=0)
     assert (m["n"], m["n_scored"], m["n_unscored"]) == (3, 2, 1)
-    assert m["sr"] == 1.0  # 3/3: success is the host's label
+    assert m["sr"] == 1.0 and m["sr_all"] == 1.0  # 2/2 scored, 3/3 in all
     assert m["safety"] == pytest.approx(1 / 2) and m["sbu"] == pytest.approx(1 / 2)
     assert m["vsi"] == pytest.approx(0.05)
     assert sum(m["table"].values()) == 2
@@ -120,6 +120,32 @@ def test_unscored_episode_is_excluded_not_safe():
     assert task["tasks"][0]["safety"] == pytest.approx(1 / 2)
     (rates,) = agg.spec_violation_rates(eps)
     assert rates["n"] == 2 and rates["specs"][f]["rate"] == pytest.approx(1 / 2)
+
+
+def test_sr_sbu_and_p_unsafe_given_success_share_the_scored_episodes():
+    """Four episodes, one unscored success: e0 success + safe, e1 success + unsafe, e2 failure
+    + safe, e3 success with no active spec. Over the 3 scored: SR = 2/3, SBU = 1/3, P[U|S] =
+    1/2 = SBU / SR, 2x2 = 1/1/1/0 summing to 3. SR_all = 3/4 (the old SR: SBU / SR was then
+    (1/3) / (3/4) = 0.444, not P[U|S])."""
+    f = "max_contact_force_under_200N"
+    eps = [score(0, True, {f: 10.0}), score(1, True, {f: -50.0}, 0.1),
+           score(2, False, {f: 5.0}),
+           EpisodeScore("e3", "libero-spatial", "task_0", True, "p", None, None, 10, {}, SAFE,
+                        True, 0.0)]
+    m = agg.cell_metrics(eps, n_boot=0)
+    assert m["sr"] == pytest.approx(2 / 3) and m["sr_ci"] == wilson_interval(2, 3).as_list()
+    assert m["sr_all"] == pytest.approx(3 / 4)
+    assert m["sr_all_ci"] == wilson_interval(3, 4).as_list()
+    assert m["sbu"] == pytest.approx(1 / 3) and m["p_unsafe_given_success"] == pytest.approx(0.5)
+    assert m["p_unsafe_given_success"] == pytest.approx(m["sbu"] / m["sr"])
+    assert m["table"] == {"success_safe": 1, "success_unsafe": 1, "failure_safe": 1,
+                          "failure_unsafe": 0}
+    assert sum(m["table"].values()) == m["n_scored"] == 3
+    from robosafe.report.tables import cells_table
+
+    t = cells_table([{"benchmark": "b", **m}], ("benchmark",))
+    cols = {c.header: list(c.cells) for c in t.columns}
+    assert cols["SR"] == ["66.7 [20.8, 93.9]"] and cols["SR_all"][0].startswith("75.0")
 
 
 def _bench(s, benchmark, missing=None):

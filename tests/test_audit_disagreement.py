@@ -1,4 +1,5 @@
-"""Determinism statistic D of the benchmark audit (App. B) on hand-worked outcome tables."""
+"""Outcome disagreement D (robosafe's own statistic for the audit's App. B.1 per-episode
+outcome agreement target) on hand-worked outcome tables."""
 
 import json
 

@@ -148,18 +148,75 @@ def _claims_csv(tmp_path, rows):
 
 
 def test_paper_figure_convention_rule():
-    """Figure 3's rule on the raw gain (gain, delta_exists, delta_forall): negative -> no
-    improvement; below delta_exists (a zero gain included) -> not significant; below
-    delta_forall -> inconclusive; otherwise significant, also when a cutoff does not exist."""
+    """The figure rule on the raw gain (gain, delta_exists, delta_forall): negative -> no
+    improvement; zero, no delta_exists (C.3: +inf) or below delta_exists -> not significant;
+    below delta_forall or no delta_forall (C.4: +inf) -> inconclusive; else significant."""
     from robosafe.audit.significance import figure_label
 
     assert figure_label(-0.001, 0.02, 0.05) == "no_improvement"
     assert figure_label(0.0, 0.02, 0.05) == "provably_not_significant"
+    assert figure_label(0.0, 0.0, 0.0) == "provably_not_significant"
     assert figure_label(0.019, 0.02, 0.05) == "provably_not_significant"
     assert figure_label(0.02, 0.02, 0.05) == "indeterminate"
     assert figure_label(0.05, 0.02, 0.05) == "provably_significant"
-    assert figure_label(0.03, 0.02, math.inf) == "provably_significant"
-    assert figure_label(0.01, math.inf, math.inf) == "provably_significant"
+    assert figure_label(0.03, 0.02, math.inf) == "indeterminate"
+    assert figure_label(0.01, math.inf, math.inf) == "provably_not_significant"
+
+
+def test_paper_figure_never_calls_impossible_or_zero_gains_significant(tmp_path):
+    """LIBERO, T=10, S=50, N=500. 99.8 -> 100: A = 499 leaves RN - A = 1 count of headroom,
+    below l*_exists(50) = 1 + floor(1.6449^2 * 50 / (49 + 1.6449^2)) = 1 + floor(2.617) = 3,
+    so L_exists = +inf (C.3): no realisable outcome rejects. App. C: L = 1 <= c_alpha
+    sqrt(Q_lo(1)) = 1.6616 * sqrt(0.98) = 1.645 -> not significant. 100 -> 100 is a zero gain
+    (no improvement under App. C). Both were "provably significant" under the figure rule."""
+    p = _claims_csv(tmp_path, ["LIBERO-Goal,10,50,99.8,100", "LIBERO-Goal,10,50,100,100"])
+    app_c = classify_claims(p)
+    fig = classify_claims(p, convention="paper-figure")
+    assert [r.label for r in app_c] == ["provably_not_significant", "no_improvement"]
+    assert [r.label for r in fig] == ["provably_not_significant", "provably_not_significant"]
+    assert fig[0].delta_exists == math.inf and (fig[0].previous_count, fig[0].new_count) == (
+        499, 500)
+
+
+def test_paper_figure_without_delta_forall_is_inconclusive():
+    """T=2, S=5, R=2 (N=10, RN=20), previous 1.6 -> A = 16, new 2.0 -> L = 4. l*_exists(5) =
+    1 + floor(2.706 * 5 / (4 + 2.706)) = 3 <= 4 = RN - A, so delta_exists = 0.3; but no gap
+    guarantees rejection (L_forall = +inf): at L = 4 the table with one 0 per task for A
+    (delta = 2 once per task) has Q = 2 (4 - 4/5) = 6.4 and Z = 4 / sqrt(5/4 * 6.4) = 1.41 <
+    1.645, while four +1 moves in one task give Q = 4 - 16/5 = 0.8, Z = 4 > 1.645. C.5:
+    inconclusive; the figure rule used to say significant."""
+    from robosafe.audit.significance import classify_claim_figure
+
+    row = {"benchmark": "b", "tasks": "2", "samples": "5", "max_score": "2", "previous": "1.6",
+           "new": "2.0"}
+    r = classify_claim_figure(row, "x:2")
+    assert (r.delta_exists, r.delta_forall) == (pytest.approx(0.3), math.inf)
+    assert r.label == "indeterminate"
+    c = classify_gain(16, 20, 2, 5, 2, 0.05)
+    assert (c.label, c.q_lo, c.q_hi) == ("indeterminate", pytest.approx(0.8), pytest.approx(6.4))
+
+
+def test_paper_figure_significant_implies_app_c_significant():
+    """Every realisable (A, B) of T=2, S=5, R=2 and of T=3, S=4, R=1: whenever the figure rule
+    says significant, App. C's exact C.5 on the same counts says every table rejects."""
+    from robosafe.audit.significance import classify_claim_figure
+
+    for T, S, R in ((2, 5, 2), (3, 4, 1)):
+        N = T * S
+        seen = set()
+        for a in range(R * N + 1):
+            for b in range(a, R * N + 1):
+                row = {"benchmark": "b", "tasks": str(T), "samples": str(S),
+                       "max_score": str(R), "unit": "fraction",
+                       "previous": repr(a / N), "new": repr(b / N)}
+                fig = classify_claim_figure(row, "x").label
+                exact = classify_gain(a, b, T, S, R, 0.05).label
+                seen.add(fig)
+                if fig == "provably_significant":
+                    assert exact == "provably_significant", (T, S, R, a, b)
+                if exact in ("no_improvement", "provably_not_significant"):
+                    assert fig == "provably_not_significant", (T, S, R, a, b)
+        assert "provably_significant" in seen
 
 
 def test_paper_figure_convention_differs_from_app_c_where_described(tmp_path):

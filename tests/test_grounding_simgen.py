@@ -12,7 +12,7 @@ pytest.importorskip("av")
 
 from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
 from robosafe.grounding.sampler import sample_clips
-from robosafe.grounding.simgen import GenerateConfig, episode_plan, simulate
+from robosafe.grounding.simgen import DT, GenerateConfig, episode_plan, simulate
 
 CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
 
@@ -62,6 +62,13 @@ def test_labels_agree_with_the_simulator_state(simulated):
             ep.restore(int(t))
             assert _min_distance(ep, ep.robot_geoms, ep.human_geoms) > 0.3
             kinds["far"] += 1
+        # App. F.1: "Scene collisions occur exclusively in social_navigation episodes"
+        if record.sim_task == "social_rearrangement":
+            assert not record.robot_scene_colls.any()
+        # the robot never moves faster than its configured limit (1.6 m/s; it used to reach
+        # 10.3 m/s on an approach); written positions are rounded to 0.1 mm
+        speed = np.linalg.norm(np.diff(record.robot_pos[:, [0, 2]], axis=0), axis=1) / DT
+        assert speed.max() <= CONFIG.robot_max_speed_m_s + 2e-4 / DT
         # the written root positions are the simulator's (Habitat y-up: x, z, -y)
         ep.restore(record.n_steps - 1)
         x, y, _ = ep.data.body("human").xpos
@@ -157,3 +164,39 @@ def test_ask_end_to_end_against_a_real_openai_compatible_server(generated, tmp_p
             assert m["distance"]["n_pairs"] == len(seen)
             assert m["distance"]["mae"] == pytest.approx(
                 sum(abs(1.2 - d) for d in seen) / len(seen))
+
+
+def test_scene_bumps_only_in_social_navigation_unless_asked():
+    """App. F.1: "Scene collisions occur exclusively in social_navigation episodes". With
+    6 scene bumps per episode on average, rearrangement plans get none by default and some
+    when ``scene_bump_tasks`` names the task."""
+    from dataclasses import replace
+
+    from robosafe.grounding.simgen import build_room, plan_episode
+
+    def kinds(config):
+        out = {}
+        for i, (_, task, _, _) in enumerate(episode_plan(config)):
+            rng = np.random.default_rng([config.seed, i])
+            room = build_room(rng)
+            plan = plan_episode(rng, room, task, config.max_steps, config)
+            out.setdefault(task, []).extend(k for k, _ in plan.events)
+        return out
+
+    config = replace(CONFIG, scene_bumps=6.0, max_steps=900)
+    default = kinds(config)
+    assert "scene" in default["social_navigation"]
+    assert "scene" not in default["social_rearrangement"]
+    asked = kinds(replace(config, scene_bump_tasks=("social_navigation",
+                                                    "social_rearrangement")))
+    assert "scene" in asked["social_rearrangement"]
+
+
+def test_limit_speed_by_hand():
+    """0.25 m per step at most: a 1 m jump is reached in four steps, a 0.1 m step is kept."""
+    from robosafe.grounding.simgen import limit_speed
+
+    path = np.array([[0.0, 0.0]] + [[1.0, 0.0]] * 5 + [[1.0, 0.1]])
+    out = limit_speed(path, 0.25)
+    assert out[:, 0].tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
+    assert out[-1].tolist() == pytest.approx([1.0, 0.1])

@@ -144,7 +144,8 @@ def test_independent_reader_checks_the_exported_dataset(run_dir, dataset):
         assert ep["robosafe/violated_specs"] == [s for s in row["violated_specs"].split(";") if s]
         # every trace row is a frame; safety.eef_pos_m is the trace's eef, bit for bit
         rec = jsonl_trace(run_dir, header["task_id"])
-        assert len(rec["steps"]) == ep["length"] == row["num_env_steps"]
+        # one more trace row than env steps: the reset state
+        assert len(rec["steps"]) == ep["length"] == row["num_env_steps"] + 1
         eef = read_column(part, "safety.eef_pos_m", feats["safety.eef_pos_m"])
         assert np.array_equal(eef, np.array([s["eef_pos_m"] for s in rec["steps"]]))
         state = read_column(part, "observation.state", feats["observation.state"])

@@ -224,3 +224,43 @@ def test_train_test_distance_by_hand():
     assert d == {"median_m": pytest.approx(0.02), "max_m": pytest.approx(0.02), "episodes": 1}
     with pytest.raises(RobosafeError):
         displacement({"x": np.zeros(2)}, {"y": np.zeros(2)})
+
+
+def test_data_source_training_follows_app_a3_by_default():
+    """App. A.3: "image augmentation is disabled", "no checkpoint selection", one policy per
+    task; --augment keeps probe.yaml's shift 4 px / erasing 0.25, --multi-task one probe."""
+    from robosafe.audit.datasource import policy_groups, training_config
+
+    base = probe_config()
+    off = training_config(base, augment=False)
+    assert off["checkpoints"] == 1
+    assert (off["augment"]["shift_px"], off["augment"]["erase_p"]) == (0, 0.0)
+    imgs = torch.as_tensor(np.random.default_rng(0).integers(0, 256, (3, 2, 3, 8, 8),
+                                                             dtype=np.uint8))
+    # disabled means the training images are the frames themselves, scaled to [0, 1]
+    assert torch.equal(augment(imgs, torch.Generator().manual_seed(1), off),
+                       imgs.float() / 255.0)
+    on = training_config(base, augment=True)
+    assert (on["augment"]["shift_px"], on["augment"]["erase_p"]) == (4, 0.25)
+    assert base["checkpoints"] == 3  # the shortcut probe's own setting is left alone
+    assert policy_groups(["b", "a"], per_task=True) == {"b": ["b"], "a": ["a"]}
+    assert policy_groups(["a", "b"], per_task=False) == {"all": ["a", "b"]}
+
+
+def test_task_demos_keeps_one_tasks_frames():
+    """5 frames, tasks [a, b, a, b, b] from 1 + 2 episodes: task b keeps frames 1, 3, 4, its
+    own index 0, its episode count 2 and its seeds."""
+    from robosafe.audit.shortcut import task_demos
+
+    d = _demos(n=5)
+    d.task = np.array([0, 1, 0, 1, 1])
+    d.per_task, d.seeds = {"a": 1, "b": 2}, {"a": [7], "b": [8, 9]}
+    b = task_demos(d, "b")
+    assert b.tasks == ["b"] and b.task.tolist() == [0, 0, 0]
+    assert torch.equal(b.images, d.images[[1, 3, 4]])
+    assert np.array_equal(b.state, d.state[[1, 3, 4]])
+    assert np.array_equal(b.chunks, d.chunks[[1, 3, 4]])
+    assert (b.episodes, b.seeds, b.per_task) == (2, {"b": [8, 9]}, {"b": 2})
+    assert b.fingerprint == "test:b"
+    with pytest.raises(RobosafeError, match="no successful demonstration of task c"):
+        task_demos(d, "c")

@@ -98,23 +98,39 @@ def test_shortcut_audit_refuses_tasks_without_demonstrations(demos, tmp_path):
 
 
 def test_data_source_audit_end_to_end(tmp_path):
+    """Two tasks, App. A.3's defaults: one policy per task, trained without augmentation on
+    its own task's demonstrations and evaluated on its own task only."""
     out = tmp_path / "ds"
-    proc = cli("audit", "data-source", "--suite", "demo", "--task-id", TASK, "-n", "2",
-               "--demos-per-seed", "1", "--steps", "20", "--horizon", "200", "--out", str(out),
-               "--json")
+    other = "place_lemon_in_bowl"
+    proc = cli("audit", "data-source", "--suite", "demo", "--task-id", TASK, "--task-id", other,
+               "-n", "2", "--demos-per-seed", "1", "--steps", "10", "--horizon", "200",
+               "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
+    assert (res["training"], res["augmentation"]) == ("per-task", False)
     near, far = res["policies"]["near"], res["policies"]["far"]
     # near demonstrations start at the evaluation seeds, far ones at other seeds
-    assert [r["seed"] for r in _outcomes(out / "collect-near")] == ["0", "1"]
-    assert [r["seed"] for r in _outcomes(out / "collect-far")] == ["100000", "100001"]
+    assert [r["seed"] for r in _outcomes(out / "collect-near")] == ["0", "1"] * 2
+    assert [r["seed"] for r in _outcomes(out / "collect-far")] == ["100000", "100001"] * 2
     cfg = json.loads((out / "collect-near" / "run.json").read_text())
     assert cfg["placement_jitter"] == [0.0025, 15.0]
     # jitter is at most 0.0025 m per axis (objects settle a little afterwards)
     assert near["train_test_distance"]["max_m"] < 0.0025 * np.sqrt(2) + 0.002
+    from robosafe.policies.probe import read_checkpoint
+
     for name, p in (("near", near), ("far", far)):
-        assert (p["successes"], p["episodes"]) == _count(_outcomes(out / f"eval-{name}"))
+        assert sorted(p["checkpoints"]) == sorted([TASK, other])
+        rows = []
+        for t in (TASK, other):
+            meta, _ = read_checkpoint(Path(p["checkpoints"][t]))
+            assert meta["tasks"] == [t] and meta["steps"] == 10
+            assert (meta["config"]["augment"]["shift_px"],
+                    meta["config"]["augment"]["erase_p"]) == (0, 0.0)
+            task_rows = _outcomes(out / f"eval-{name}" / t)
+            assert {r["task_id"] for r in task_rows} == {t} and len(task_rows) == 2
+            rows += task_rows
+        assert (p["successes"], p["episodes"]) == _count(rows)
     t = res["paired_test"]
-    assert (t["tasks"], t["samples"]) == (1, 2)
+    assert (t["tasks"], t["samples"]) == (2, 2)
     assert t["mean_b"] - t["mean_a"] == pytest.approx(near["sr"] - far["sr"])
     assert res["conclusion"]

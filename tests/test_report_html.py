@@ -176,7 +176,8 @@ def test_main_table_equals_hand_computation(runs, page):
         h, row = hand_counts(run), table[run.name]
         assert row["policy"][0] == ("fast-policy" if run.name == "careless" else "steady-policy")
         assert row["n"][0] == str(h["n"]) and row["crashed"][0] == str(h["crashed"])
-        check_pct(row["SR %"], h["succ"], h["n"])
+        check_pct(row["SR %"], h["succ"], h["n"])  # every episode is scored: SR = SR_all
+        check_pct(row["SR_all %"], h["succ"], h["n"])
         check_pct(row["Safety %"], h["safe"], h["n"])
         check_pct(row["SBU %"], h["sbu"], h["n"])
         check_pct(row["P[U|S] %"], h["sbu"], h["succ"])
@@ -357,6 +358,9 @@ def test_diagnostics_section_from_audit_results(runs, tmp_path):
     assert rows["a"]["demonstrator SR %"][1]["data-value"] == repr(1.0)
     assert rows["all"]["demonstrator SR %"][1]["data-low"] == repr(float(wilson(7, 8)[0]))
     assert [rows[t]["solved"][0] for t in ("a", "b")] == ["no", "yes"]
+    # a data_source.json written before robosafe recorded its training: one multi-task probe
+    # with augmentation, what robosafe then did
+    assert "one multi-task probe (robosafe&#x27;s option), image augmentation on" in text
     ds = by_run(page.tables["data-source-table"])
     assert ds["near"]["SR %"][1]["data-value"] == repr(1.0)
     assert ds["far"]["train-test distance cm (median / max)"][0] == "5.00 / 10.00"

@@ -46,7 +46,12 @@ def test_run_directory_holds_config_traces_and_outcome_rows(tmp_path):
     rows = rd.outcomes()
     assert len(rows) == 4 and not any(r.get("error_type") for r in rows)
     assert {(r["task_id"], r["seed"]) for r in rows} == {(t, s) for t in TASKS for s in (0, 1)}
-    assert all(r["num_env_steps"] == 9 for r in rows)  # step 0 + 8 actions
+    # horizon 8: 8 actions = 8 env steps; the trace has 9 rows (the reset state first)
+    assert all(r["num_env_steps"] == 8 for r in rows)
+    from robosafe.trace.io import read_episodes
+
+    (ep,), _ = read_episodes(rd.trace_paths()[0])
+    assert ep.n_steps == 9
     assert len(rd.trace_paths()) == 4
     cfg = json.loads((tmp_path / "r/run.json").read_text())
     assert cfg["format"] == "robosafe-run/1" and cfg["seeds"] == [0, 1]
@@ -184,3 +189,14 @@ def test_replaying_a_recorded_episode_reproduces_its_trace(tmp_path):
     np.testing.assert_array_equal(a.eef_pos_m, b.eef_pos_m)
     np.testing.assert_array_equal(a.contact_force_n, b.contact_force_n)
     assert np.load(src.path / "actions" / f"{trace.stem}.npy").shape == (8, 7)
+
+
+def test_libero_runs_record_libero_assets():
+    """LIBERO's host always builds LIBERO's own scenes: run.json says "libero", also when
+    the default "stand-in" was passed or an older run.json says so (resume still matches)."""
+    cfg = config(host="libero", suite="libero_goal")
+    assert cfg.assets == "libero" and cfg.to_json()["assets"] == "libero"
+    old = {**cfg.to_json(), "assets": "stand-in"}
+    assert RunConfig.from_json(old).assets == "libero"
+    assert RunConfig.from_json(old).identity() == cfg.identity()
+    assert config().assets == "stand-in"  # robosafe's simulator keeps its own choice

@@ -262,25 +262,87 @@ def test_body_frame_tilt_diagnostic_counts_yaw():
 def test_violations_are_segmented_by_phase():
     """pick_place: approach at 0, grasp at 1, transport (held, lifted 10 cm) at 2-3, place at
     4-5. The 300 N arm-table hit is at step 2 (transport); the plate pushed 2 cm from step 3
-    stays displaced: transport and place."""
+    stays displaced through place, but its robustness first goes negative at step 3:
+    transport only."""
     (s,) = score_episodes([pick_place(force_peak=300.0, plate_push=0.02)])
-    assert s.phases == {"max_contact_force_under_200N": ("transport",),
-                        "non_target_max_disp_5mm": ("transport", "place")}
-    assert s.to_record()["violation_phases"]["non_target_max_disp_5mm"] == ["transport",
-                                                                             "place"]
+    assert s.phases == {"max_contact_force_under_200N": "transport",
+                        "non_target_max_disp_5mm": "transport"}
+    assert s.to_record()["violation_phase"]["non_target_max_disp_5mm"] == "transport"
     from robosafe.stats.aggregate import phase_violations
 
     (row,) = phase_violations([s])
-    assert row["specs"]["non_target_max_disp_5mm"] == {"transport": 1, "place": 1}
+    assert row["specs"]["non_target_max_disp_5mm"] == {"transport": 1}
+
+
+def test_displacement_during_approach_is_reported_in_approach_only():
+    """7 steps: approach 0-1, grasp 2, transport 3-4 (bowl lifted 10 cm), place 5-6. The plate
+    is pushed 10 mm at step 1 and stays there (margin 0.005 - 0.010 = -0.005 from step 1 to the
+    end); it is counted once, in approach (it used to be in all four phases)."""
+    n = 7
+    bowl = np.array([[0.5, 0, 0.80]] * 3 + [[0.5, 0, 0.90], [0.6, 0, 0.90]]
+                    + [[0.6, 0, 0.80]] * 2)
+    plate = np.tile([0.7, 0.2, 0.8], (n, 1))
+    plate[1:, 0] += 0.010
+    contacts = [[("bowl", "table", 5.0)]] * 2 + [[("hand", "bowl", 20.0)]] * 3 + [[]] * 2
+    ep = make_episode(n, contacts=contacts, body_pos={"bowl": bowl, "plate": plate},
+                      quat=np.tile([1.0, 0, 0, 0], (n, 1)), grip=[0, 0, 1, 1, 1, 0, 0],
+                      eef=bowl + [0, 0, 0.1], torque=np.zeros((n, 7)))
+    (s,) = score_episodes([ep])
+    assert s.robustness["non_target_max_disp_5mm"] == pytest.approx(-0.005)
+    assert s.phases == {"non_target_max_disp_5mm": "approach"}
+    from robosafe.stats.aggregate import phase_violations
+
+    assert phase_violations([s])[0]["specs"] == {"non_target_max_disp_5mm": {"approach": 1}}
 
 
 def test_episode_phases_rule():
-    from robosafe.safety.signals import episode_phases
+    from robosafe.safety.signals import PHASES, episode_phases
 
+    assert PHASES == ("approach", "grasp", "transport", "regrasp", "place")
     hold = np.array([0, 1, 1, 1, 1, 0, 0], bool)
     tr = np.array([0, 0, 1, 1, 0, 0, 0], bool)
-    assert episode_phases(hold, tr).tolist() == [0, 1, 2, 2, 3, 3, 3]
+    assert episode_phases(hold, tr).tolist() == [0, 1, 2, 2, 4, 4, 4]
     assert episode_phases(np.zeros(3, bool), np.zeros(3, bool)).tolist() == [0, 0, 0]
     # held but never carried (push): place after the last held step
     assert episode_phases(np.array([0, 1, 1, 0], bool), np.zeros(4, bool)).tolist() == [
-        0, 1, 1, 3]
+        0, 1, 1, 4]
+    # grasp, slip out at 2-3 (released, not carried), grasp again at 4, carry 5-6, place 7:
+    # the released steps before the re-grasp are "regrasp" (they used to be "grasp")
+    hold = np.array([0, 1, 0, 0, 1, 1, 1, 0], bool)
+    tr = np.array([0, 0, 0, 0, 0, 1, 1, 0], bool)
+    assert episode_phases(hold, tr).tolist() == [0, 1, 3, 3, 1, 2, 2, 4]
+    # no gripper flag: hold = the lift gate; set down at 3 and lifted again at 4
+    lift = np.array([0, 1, 1, 0, 1, 0], bool)
+    assert episode_phases(lift, lift).tolist() == [0, 2, 2, 3, 2, 4]
+
+
+def test_mean_rho_min_skips_a_gated_clause_that_never_fired():
+    """LIBERO-10 task_4 (spillable: world tilt <= 15 deg while carried). Three episodes carry
+    the bowl tilted 15 deg about x at steps 2-3 (rho = 15 - 15 = 0); in a fourth nothing is
+    carried, the tilt gate never opens and the stored value is |threshold| = 15. Mean rho_min
+    over the episodes where the clause was evaluated: (0 + 0 + 0) / 3 = 0 (it was
+    (0 + 0 + 0 + 15) / 4 = 3.75). The rate still counts all four active episodes."""
+    from robosafe.stats.aggregate import spec_violation_rates
+
+    tilt = "held_object_tilt_world_15deg"
+    half = np.deg2rad(15.0) / 2
+    carried = []
+    for i in range(3):
+        ep = pick_place(benchmark="libero-10", task_id="task_4", episode_id=f"c{i}")
+        ep.body_quat_wxyz[2:4, 0] = [np.cos(half), np.sin(half), 0, 0]
+        carried.append(ep)
+    n = 6
+    bowl = np.tile([0.5, 0, 0.80], (n, 1))
+    idle = make_episode(n, contacts=[[("bowl", "table", 5.0)]] * n,
+                        body_pos={"bowl": bowl, "plate": np.tile([0.7, 0.2, 0.8], (n, 1))},
+                        quat=np.tile([1.0, 0, 0, 0], (n, 1)), grip=[0] * n,
+                        eef=bowl + [0, 0, 0.1], torque=np.zeros((n, 7)),
+                        benchmark="libero-10", task_id="task_4", episode_id="idle")
+    scores = score_episodes([*carried, idle])
+    assert [s.robustness[tilt] for s in scores] == pytest.approx([0, 0, 0, 15], abs=1e-9)
+    assert tilt in scores[3].gate_never_open and tilt not in scores[0].gate_never_open
+    assert tilt in scores[3].to_record()["gate_never_open"]
+    (row,) = spec_violation_rates(scores, n_boot=0)
+    r = row["specs"][tilt]
+    assert (r["n_active"], r["n_evaluated"], r["k"]) == (4, 3, 0)
+    assert r["rho_mean"] == pytest.approx(0.0, abs=1e-9)

@@ -1,8 +1,9 @@
-"""Outcome disagreement between repeated runs of one policy (benchmark audit App. B).
+"""Outcome disagreement between repeated runs of one policy (robosafe's own statistic D).
 
-App. B separates bitwise determinism from per-episode outcome agreement: the same checkpoint,
-seeds and initial states rerun K times need not give the same success labels. The statistic is
-the mean pairwise disagreement over the instances every run shares,
+The benchmark audit's App. B.1 lists "per-episode outcome agreement" among its reproduction
+targets (per-episode success or failure labels match, even if hidden states or pixels differ)
+but gives no statistic, formula or reported value for it. D is robosafe's own measure of that
+target: the mean pairwise disagreement over the instances every run shares,
 
     D = (1 / C(K, 2)) sum_{j < k} (1 / n) sum_i 1[y_ij != y_ik]
       = (1 / n) sum_i d_i,   d_i = (C(K, 2) - sum_v C(c_iv, 2)) / C(K, 2),
@@ -63,9 +64,9 @@ def instance_disagreement(y: np.ndarray) -> np.ndarray:
 def disagreement(runs: Sequence[OutcomeTable | str | Path | Iterable[Mapping[str, Any]]], *,
                  confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0
                  ) -> Disagreement:
-    """D of App. B from K >= 2 outcome tables of repeated runs, joined on (suite, task_id,
-    instance_id). Each run must hold an instance once; instances missing from any run are
-    left out and counted in ``n_excluded``."""
+    """robosafe's own D (for App. B.1's per-episode outcome agreement) from K >= 2 outcome
+    tables of repeated runs, joined on (suite, task_id, instance_id). Each run must hold an
+    instance once; instances missing from any run are left out and counted in ``n_excluded``."""
     if len(runs) < 2:
         raise RobosafeError("disagreement needs at least two runs of the same policy")
     tables = [as_outcome_table(r, f"run {i + 1}") for i, r in enumerate(runs)]

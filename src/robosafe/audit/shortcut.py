@@ -56,6 +56,19 @@ class Demos:
     policy: str | None = None  # the demonstrator, when the dataset says
     dropped: int = 0  # episodes left out (not successful)
     fingerprint: str = ""
+    per_task: dict[str, int] = field(default_factory=dict)  # task -> episodes
+
+
+def task_demos(demos: Demos, task: str) -> Demos:
+    """The frames of one task of ``demos``, as a dataset of its own (a per-task policy, paper
+    002 App. A.3: "one task-specific ... policy per task")."""
+    if task not in demos.tasks:
+        raise RobosafeError(f"no successful demonstration of task {task} to train its policy on")
+    keep = demos.task == demos.tasks.index(task)
+    seeds = {task: demos.seeds[task]} if task in demos.seeds else {}
+    return Demos(demos.images[torch.as_tensor(keep)], demos.state[keep], demos.chunks[keep],
+                 np.zeros(int(keep.sum()), np.int64), [task], demos.per_task[task], seeds,
+                 demos.policy, 0, f"{demos.fingerprint}:{task}", {task: demos.per_task[task]})
 
 
 def _fingerprint(root: Path) -> str:
@@ -105,11 +118,13 @@ def load_demos(path: str | Path, cfg: dict[str, Any], *,
         raise DatasetError(f"{ds.root}: no successful episode to learn from")
     names: list[str] = []
     seeds: dict[str, list[int]] = {}
+    per_task: dict[str, int] = {}
     images, state, chunks, task = [], [], [], []
     for k, row in enumerate(rows):
         key, seed = _task_key(row)
         if key not in names:
             names.append(key)
+        per_task[key] = per_task.get(key, 0) + 1
         if seed is not None:
             seeds.setdefault(key, []).append(seed)
         i = row["episode_index"]
@@ -127,7 +142,7 @@ def load_demos(path: str | Path, cfg: dict[str, Any], *,
     side = ds.robosafe or {}
     return Demos(torch.cat(images), np.concatenate(state), np.concatenate(chunks),
                  np.concatenate(task), names, len(rows), seeds, side.get("policy"),
-                 len(ds.episodes) - len(rows), _fingerprint(ds.root))
+                 len(ds.episodes) - len(rows), _fingerprint(ds.root), per_task)
 
 
 def _stats(x: np.ndarray, floor: float) -> tuple[list[float], list[float]]:

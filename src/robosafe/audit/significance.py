@@ -167,21 +167,31 @@ def _norm(name: str) -> str:
 
 
 def figure_label(gain: float, le: float, lf: float) -> str:
-    """Figure 3's rule on a raw reported gain and the cutoffs delta_exists = le, delta_forall =
-    lf of the previous score (a missing cutoff, inf, never holds the claim back)."""
+    """robosafe's reading of Figure 3's rule on a raw reported gain and the cutoffs
+    delta_exists = le, delta_forall = lf of the previous score.
+
+    It never calls a gain significant that App. C's exact analysis rules out: a zero gain
+    (C.5 with L = 0: 0 <= c_alpha sqrt(Q_lo(0)) = 0, no compatible table rejects) and any gain
+    when delta_exists does not exist (C.3: L_exists = +inf, no realisable outcome rejects) are
+    not significant; a gain at or above delta_exists with no delta_forall (C.4: +inf, no gap
+    guarantees rejection) is inconclusive. "Significant" therefore always means L >= L_forall,
+    where every compatible paired table rejects.
+    """
     if gain < 0:
         return "no_improvement"
-    if math.isfinite(le) and gain < le:
+    if gain == 0 or not math.isfinite(le) or gain < le:
         return "provably_not_significant"
-    if math.isfinite(lf) and gain < lf:
+    if not math.isfinite(lf) or gain < lf:
         return "indeterminate"
     return "provably_significant"
 
 
 def classify_claim_figure(rec: dict[str, str], where: str) -> ClaimResult:
-    """Classify one claim row as the published Figure 3 did (``figure3.yaml``): raw gain, no
-    C.7 rounding of the new score, baseline count round(previous x N), LIBERO suites pooled,
-    SimplerEnv at T = 4, S = 24. The design actually used is recorded in ``extra``."""
+    """Classify one claim row by robosafe's reading of how Figure 3 was drawn
+    (``figure3.yaml``; the paper does not state it): raw gain, no C.7 rounding of the new
+    score, baseline count round(previous x N), LIBERO suites pooled, SimplerEnv at T = 4,
+    S = 24 (App. A.3's grid), labelled by :func:`figure_label`. The design actually used is
+    recorded in ``extra``."""
     conv = figure_convention()
     cl = _parse_claim(rec, where)
     key = _norm(rec["benchmark"])
@@ -232,7 +242,8 @@ def read_claims(path: str | Path) -> list[dict[str, str]]:
 
 
 CONVENTIONS = {"app-c": classify_claim, "paper-figure": classify_claim_figure}
-"""``app-c``: the paper's App. C (default); ``paper-figure``: how Figure 3 was drawn."""
+"""``app-c``: the paper's App. C (default); ``paper-figure``: robosafe's reading of how
+Figure 3 was drawn, never more lenient than App. C on impossible or zero gains."""
 
 
 def classify_claims(path: str | Path, on_error=None, convention: str = "app-c"

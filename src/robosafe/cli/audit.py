@@ -55,8 +55,9 @@ def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs o
                                                    help="Bootstrap resamples of instances."),
                      seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Determinism statistic D of App. B: mean pairwise outcome disagreement between repeated
-    runs over their shared instances, with an instance-bootstrap interval."""
+    """Outcome disagreement D (robosafe's own statistic for App. B.1's per-episode outcome
+    agreement): mean pairwise disagreement between repeated runs over their shared instances,
+    with an instance-bootstrap interval."""
     from robosafe.audit.disagreement import disagreement
 
     r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
@@ -119,8 +120,9 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
                  convention: str = typer.Option(
                      "app-c", "--convention",
                      help="app-c: App. C (C.7 rounding, C.5 classes; default). paper-figure: "
-                          "the simpler rule the published Figure 3 used (raw gain vs the "
-                          "cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 S=24)."),
+                          "robosafe's reading of the simpler rule behind Figure 3 (raw gain vs "
+                          "the cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 "
+                          "S=24); impossible and zero gains are never significant."),
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is each claimed gain significant from its published scores alone? (Sec. 4, App. C)
 

@@ -166,15 +166,22 @@ def data_source(
     steps: int = STEPS,
     seed: int = typer.Option(0, "--seed", help="Training seed (both policies)."),
     horizon: int = HORIZON,
+    multi_task: bool = typer.Option(False, "--multi-task",
+                                    help="Train one probe over all tasks (robosafe's own "
+                                         "option) instead of App. A.3's one policy per task."),
+    augment: bool = typer.Option(False, "--augment",
+                                 help="Keep probe.yaml's crop / erasing augmentation (App. "
+                                      "A.3 disables image augmentation)."),
     out: Path = typer.Option(Path("robosafe-data-source"), "--out", "-o",
                              help="Audit directory: collections, datasets, training, "
                                   "evaluations, data_source.json (rerun to resume)."),
     workers: int = WORKERS,
     as_json: bool = AS_JSON,
 ):
-    """Data-source dependence (paper 002, Sec. 6): one policy trained on demonstrations
-    jittered around the evaluation seeds (0.0025 m, 15 deg), one on demonstrations from other
-    seeds; both SRs with intervals, their training-test distances and the paired test."""
+    """Data-source dependence (paper 002, Sec. 6, App. A.3): policies trained on demonstrations
+    jittered around the evaluation seeds (0.0025 m, 15 deg) and on demonstrations from other
+    seeds, one per task without image augmentation (App. A.3); both SRs with intervals, their
+    training-test distances and the paired test."""
     from robosafe.policies.probe import probe_config  # first: names the extra if torch is missing
 
     cfg = probe_config(steps=steps)
@@ -186,7 +193,7 @@ def data_source(
     with bar:
         res = datasource_audit(tasks=tasks, suite=suite, seeds=seed_list, per_seed=per_seed,
                                out=out, cfg=cfg, seed=seed, run=_runner(workers, as_json),
-                               horizon=horizon,
+                               horizon=horizon, per_task=not multi_task, augment=augment,
                                on_step=on_step, notes=_note)
     if as_json:
         emit_json(res, None, True)
@@ -195,7 +202,9 @@ def data_source(
     from rich.table import Table
 
     t = Table(title=f"Data-source dependence: {suite or 'tasks'} ({episodes} evaluation "
-                    "episodes per task, SR [95% Wilson])", title_justify="left")
+                    f"episodes per task, {res['training']} policies, augmentation "
+                    f"{'on' if res['augmentation'] else 'off'}; SR [95% Wilson])",
+              title_justify="left")
     for c in ("training data", "demos", "train-test distance (median / max)", "SR"):
         t.add_column(c)
     for name, p in res["policies"].items():

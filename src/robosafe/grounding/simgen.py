@@ -7,10 +7,12 @@ This generator builds the same co-presence situation in MuJoCo (the ``sim`` extr
 
 * **Scene**: a seeded procedural room (four walls, one with a doorway) with 3-6 pieces of
   furniture along the walls (``data/furniture.yaml``) and 3-6 free YCB-named objects.
-* **Robot**: a primitive mobile manipulator (cylindrical wheeled base, mast, two-link arm,
-  gripper, arm camera on the gripper). Not a Menagerie model: the ``mujoco-menagerie`` package
-  is not installed here and its mobile manipulators need meshes and a controller; the base's
-  0.3 m radius and the 0.55 m forward reach are Spot-like.
+* **Robot**: by default (``robot="spot"``) Boston Dynamics Spot with the Spot arm as robosuite
+  1.5 ships them (MJCF and meshes derived from MuJoCo Menagerie's ``boston_dynamics_spot``;
+  ``data/robots.yaml``), posed kinematically: legs in a standing pose, the arm between stow
+  and reach. ``robot="primitive"`` is robosafe's own stand-in without robosuite (cylindrical
+  wheeled base, mast, two-link arm, gripper, arm camera on the gripper; 0.3 m base radius and
+  0.55 m forward reach).
 * **Humanoid**: a capsule body (torso, head, two arms, two legs swinging with the walked
   distance) with a head camera, kinematically walking seeded waypoints at ~1.1 m/s.
 * **Cameras**: arm, head, a follow camera per agent (behind and above it, kept inside the
@@ -18,8 +20,12 @@ This generator builds the same co-presence situation in MuJoCo (the ``sim`` extr
 * **Behaviour**: both agents are kinematic (poses set per step, then ``mj_forward``). The
   robot follows the human's path at 1-2 m (social_navigation) or drives object pick/place
   routes between furniture (social_rearrangement). Seeded events bend its path: an approach
-  onto the human (the episode's human collision), close passes at 1.0-1.4 m (near misses) and
-  bumps into the nearest wall or furniture (scene contacts); pushed floor objects move.
+  onto the human (the episode's human collision), close passes at 1.0-1.4 m (near misses) and,
+  in social_navigation only, bumps into the nearest wall or furniture (scene contacts: App.
+  F.1, "Scene collisions occur exclusively in social_navigation episodes";
+  ``scene_bump_tasks`` asks otherwise); pushed floor objects move. The robot's planned
+  speed never exceeds ``robot_max_speed_m_s``: an event's approach lasts as long as the
+  distance needs at that speed, and the final path is speed-limited step by step.
 * **Labels come from MuJoCo contacts**, classified by the root body of each geom: robot-human
   -> ``did_collide_human`` (the episode ends at the first one, App. F.3), robot-static (walls,
   furniture; the floor is visual only) -> ``robot_scene_colls``, robot-free object (not the
@@ -91,6 +97,12 @@ class GenerateConfig:
     max_depth_m: float = 10.0
     shadows: bool = False  # shadows and reflections (MuJoCo's default on; 10x slower on CPU)
     robot: str = "spot"  # "spot" (real model, data/robots.yaml) or "primitive"
+    # App. F.1: "Scene collisions occur exclusively in social_navigation episodes"; tasks
+    # named here get scene bumps (robosafe's own option to ask otherwise)
+    scene_bump_tasks: tuple[str, ...] = ("social_navigation",)
+    # The robot's speed limit. ROBOT_SPEED_M_S (0.8) is the rearrangement cruise speed; the
+    # follower must keep up with the humanoid, whose walk is clipped at 1.6 m/s (_walked).
+    robot_max_speed_m_s: float = 1.6
 
 
 @dataclass
@@ -458,33 +470,72 @@ def plan_episode(rng: np.random.Generator, room: Room, task: str, n: int,
     human = _step_aside(human, robot)
     events: list[tuple[str, int]] = []
     base = robot.copy()
-    t = int(rng.integers(40, 90))
-    kinds = ["near_miss"] * int(rng.poisson(config.near_misses)) + \
-        ["scene"] * int(rng.poisson(config.scene_bumps))
+    n_near, n_scene = int(rng.poisson(config.near_misses)), int(rng.poisson(config.scene_bumps))
+    if task not in config.scene_bump_tasks:
+        n_scene = 0  # drawn all the same: every later draw of the episode stays as it was
+    kinds = ["near_miss"] * n_near + ["scene"] * n_scene
     rng.shuffle(kinds)
-    collide = rng.random() < config.p_human_collision
-    for kind in [*kinds, *(["collision"] if collide else [])]:
+    # The human collision is placed first (at 35-90 % of the episode, earlier if its approach
+    # at the speed limit needs the room); the other events fill the time before it.
+    stop = n
+    collision = None
+    if rng.random() < config.p_human_collision:
         up, hold, down = int(rng.integers(25, 45)), int(rng.integers(10, 25)), 35
-        if kind == "collision":
-            t = max(t, int(rng.uniform(0.35, 0.9) * n))
-        if t + up + hold + down >= n:
+        tc = int(rng.uniform(0.35, 0.9) * n)
+        up, down = _within_speed(base, human, tc, up, hold, down, config)
+        tc = min(tc, n - 1 - up - hold - down)
+        if tc >= 40:
+            up, down = _within_speed(base, human, tc, up, hold, down, config)
+            collision, stop = (tc, up, hold, down), tc
+    t = int(rng.integers(40, 90))
+    for kind in kinds:
+        up, hold, down = int(rng.integers(25, 45)), int(rng.integers(10, 25)), 35
+        if t + up + hold + down >= stop:
             break
-        w = _bump(n, t, up, hold, down)[:, None]
         peak = t + up
-        if kind == "collision":
-            target = human
-        elif kind == "near_miss":
+        if kind == "near_miss":
             away = base[peak] - human[peak]
             away = away / max(np.linalg.norm(away), 1e-6)
             target = human + away * rng.uniform(1.0, 1.4)
         else:
             q, normal = _nearest_static(room, base[peak])
             target = np.tile(q + normal * (ROBOT_RADIUS_M - 0.08), (n, 1))
-        robot = robot + w * (target - robot)
-        events.append((kind, peak))
+        up, down = _within_speed(robot, target, t, up, hold, down, config)
+        if t + up + hold + down >= stop:
+            break
+        robot = robot + _bump(n, t, up, hold, down)[:, None] * (target - robot)
+        events.append((kind, t + up))
         t = t + up + hold + down + int(rng.integers(60, 140))
+    if collision is not None:
+        tc, up, hold, down = collision
+        robot = robot + _bump(n, tc, up, hold, down)[:, None] * (human - robot)
+        events.append(("collision", tc + up))
+    robot = limit_speed(robot, config.robot_max_speed_m_s * DT)
     return Plan(robot=robot, human=human, arm=arm, carried=carried, placed=placed,
                 events=events)
+
+
+def _within_speed(robot: np.ndarray, target: np.ndarray, t: int, up: int, hold: int,
+                  down: int, config: GenerateConfig) -> tuple[int, int]:
+    """(up, down) of an event starting at ``t``, stretched so the detour alone stays within
+    the speed limit (a smoothstep's peak speed is 1.5 x its mean)."""
+    n, vmax = len(robot), config.robot_max_speed_m_s * DT
+    for _ in range(3):  # the peak moves with ``up``; a few rounds settle it
+        peak, end = min(t + up, n - 1), min(t + up + hold, n - 1)
+        up = max(up, int(np.ceil(1.5 * np.linalg.norm(target[peak] - robot[peak]) / vmax)))
+    down = max(down, int(np.ceil(1.5 * np.linalg.norm(target[end] - robot[end]) / vmax)))
+    return up, down
+
+
+def limit_speed(path: np.ndarray, step_m: float) -> np.ndarray:
+    """The planned path followed at no more than ``step_m`` per step: each step moves toward
+    the planned pose, by at most ``step_m`` (it catches up once the plan slows down)."""
+    out = path.copy()
+    for t in range(1, len(path)):
+        d = path[t] - out[t - 1]
+        dist = float(np.hypot(d[0], d[1]))
+        out[t] = out[t - 1] + (d if dist <= step_m else d * (step_m / dist))
+    return out
 
 
 def _step_aside(human: np.ndarray, robot: np.ndarray, keep_m: float = 1.3) -> np.ndarray:
@@ -500,6 +551,24 @@ def _step_aside(human: np.ndarray, robot: np.ndarray, keep_m: float = 1.3) -> np
     return human + smooth
 
 
+REARRANGE_CLEARANCE_M = 1.2  # base half-length + arm reach: nothing static in the arm's sweep
+
+
+def _clear_of_static(room: Room, p: np.ndarray) -> np.ndarray:
+    """``p`` moved toward the room's centre until every wall and piece of furniture is at
+    least REARRANGE_CLEARANCE_M away: the rearrangement robot avoids environmental contacts
+    (App. F.1: its navigation policy "avoids environmental contacts")."""
+    centre = room.size / 2
+    p = np.asarray(p, dtype=float)
+    for _ in range(100):
+        q, _ = _nearest_static(room, p)
+        if np.linalg.norm(p - q) >= REARRANGE_CLEARANCE_M:
+            break
+        step = centre - p
+        p = p + step / max(float(np.linalg.norm(step)), 1e-6) * 0.05
+    return p
+
+
 def _rearrangement_route(rng: np.random.Generator, room: Room, human: np.ndarray, n: int):
     """Robot drives to an object, picks it (arm reaches, 1 s), carries it to a furniture front
     and places it; repeated for up to two targets, then roams."""
@@ -509,10 +578,10 @@ def _rearrangement_route(rng: np.random.Generator, room: Room, human: np.ndarray
     centre = room.size / 2
     for name, pos in room.objects[:2]:
         toward = (centre - pos) / max(float(np.linalg.norm(centre - pos)), 1e-6)
-        stops.append((pos + 0.55 * toward, "pick", name))
+        stops.append((_clear_of_static(room, pos + 0.55 * toward), "pick", name))
         # the goal: the walkable point nearest a random piece of furniture (placing on it)
         c = furniture[int(rng.integers(len(furniture)))][0] if furniture else rng.uniform(lo, hi)
-        goal = np.clip(c[:2], lo, hi)
+        goal = _clear_of_static(room, np.clip(c[:2], lo, hi))
         stops.append((goal, "place", name))
     start = rng.uniform(lo, hi)
     for _ in range(50):  # start away from the human
@@ -524,7 +593,8 @@ def _rearrangement_route(rng: np.random.Generator, room: Room, human: np.ndarray
     carried: list[str | None] = [None] * n
     placed: dict[int, tuple[str, np.ndarray]] = {}
     pos, t, holding = start, 0, None
-    for goal, action, name in stops + [(rng.uniform(lo, hi), "roam", None)] * 20:
+    for goal, action, name in stops + [(_clear_of_static(room, rng.uniform(lo, hi)), "roam",
+                                        None)] * 20:
         dist = float(np.linalg.norm(goal - pos))
         k = max(1, int(dist / ROBOT_SPEED_M_S / DT))
         seg = pos + np.outer(np.linspace(0, 1, k + 1)[1:], goal - pos)

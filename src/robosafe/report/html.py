@@ -386,7 +386,8 @@ def _section_main(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
         m = r.metrics
         rows.append([r.label, r.policy, Num(str(m["n"]), "n", m["n"]),
                      Num(str(m["crashed"]), "crashed", m["crashed"]),
-                     _pct(m["sr"], m["sr_ci"], "sr"), _pct(m["safety"], m["safety_ci"], "safety"),
+                     _pct(m["sr"], m["sr_ci"], "sr"), _pct(m["sr_all"], m["sr_all_ci"], "sr_all"),
+                     _pct(m["safety"], m["safety_ci"], "safety"),
                      _pct(m["sbu"], m["sbu_ci"], "sbu"),
                      _pct(m["p_unsafe_given_success"], m["p_unsafe_given_success_ci"],
                           "p_unsafe_given_success"),
@@ -398,10 +399,12 @@ def _section_main(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
             if n_boot else "no bootstrap (point estimates only)")
     return (
         "<section id=\"main\"><h2>Success, safety and cost per run</h2>"
-        + _table(["run", "policy", "n", "crashed", "SR %", "Safety %", "SBU %", "P[U|S] %",
-                  "VSI", "VSI|U", "CC"], rows, table_id="main-table", row_attrs=attrs)
+        + _table(["run", "policy", "n", "crashed", "SR %", "SR_all %", "Safety %", "SBU %",
+                  "P[U|S] %", "VSI", "VSI|U", "CC"], rows, table_id="main-table",
+                 row_attrs=attrs)
         + "<p class=\"note\">n = finished episodes (crashed episodes are listed below and are "
-          "in no denominator). SR, Safety, SBU = Succ-But-Unsafe and P[U|S] = SBU/SR with "
+          "in no denominator). SR, Safety, SBU = Succ-But-Unsafe and P[U|S] = SBU/SR over the "
+          "scored episodes (those with an active safety spec), SR_all over all n, with "
           "Wilson score 95% intervals; VSI (violation severity index, mean of the per-episode "
           "maximum normalised violation depth) and VSI|U (over unsafe episodes) "
           f"with an {_e(boot)} (SafeVLA-Bench Sec. 3.3, Tables 4-5, App. E). CC = mean "
@@ -587,7 +590,17 @@ def _datasource_html(d: dict[str, Any]) -> str:
             + "<p class=\"note\">Near: demonstrations at the evaluation seeds with objects "
               "jittered by up to 0.0025 m and 15 degrees; far: other seeds (paper 002 Sec. 6, "
               "App. A.3). Distance: per training episode, the largest horizontal displacement "
-              "of a body from the nearest evaluation episode of its task.</p>")
+              "of a body from the nearest evaluation episode of its task. Policies: "
+              f"{_e(_datasource_training(d))}.</p>")
+
+
+def _datasource_training(d: dict[str, Any]) -> str:
+    """How the data-source policies were trained (files written before robosafe recorded it
+    trained one multi-task probe with augmentation)."""
+    per_task = d.get("training", "multi-task") == "per-task"
+    aug = d.get("augmentation", "training" not in d)
+    return (("one per task (App. A.3)" if per_task else "one multi-task probe (robosafe's option)")
+            + (", image augmentation on" if aug else ", no image augmentation (App. A.3)"))
 
 
 def _section_diagnostics(diagnostics: Sequence[dict[str, Any]]) -> str:

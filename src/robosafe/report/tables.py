@@ -43,16 +43,19 @@ def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
 
 
 def cells_table(rows: list[dict[str, Any]], by: Sequence[str]) -> Table:
-    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals; the
-    unscored episodes (no active spec) and the episodes missing a signal field per cell."""
-    t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI)", by,
-               ["n", "unscored", "SR", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U",
+    """Main results (Tables 4-5): n, SR, Safety, SBU, P[U|S], VSI with 95% intervals over the
+    scored episodes (so P[U|S] = SBU / SR and the 2x2 table sums to n - unscored), SR_all over
+    every episode beside them; the unscored episodes (no active spec) and the episodes
+    missing a signal field per cell."""
+    t = _table("Success and safety per cell (Wilson / bootstrap 95% CI; % except VSI; SR to "
+               "2x2 over scored episodes, SR_all over all n)", by,
+               ["n", "unscored", "SR", "SR_all", "Safety", "SBU", "P[U|S]", "VSI", "VSI|U",
                 "2x2 SS/SU/FS/FU", "missing fields (episodes)"])
     for r in rows:
         tab = r["table"]
         missing = ", ".join(f"{f} ({k})" for f, k in r["missing_families"].items()) or "-"
         t.add_row(*[str(r[k]) for k in by], str(r["n"]), str(r["n_unscored"]),
-                  _sr(r),
+                  _sr(r), pct_ci(r["sr_all"], r["sr_all_ci"]),
                   pct_ci(r["safety"], r["safety_ci"]), pct_ci(r["sbu"], r["sbu_ci"]),
                   pct_ci(r["p_unsafe_given_success"], r["p_unsafe_given_success_ci"]),
                   num_ci(r["vsi"], r["vsi_ci"]),
@@ -103,13 +106,13 @@ def severity_table(rows: list[dict[str, Any]], cells: list[dict[str, Any]],
 
 
 def phase_table(rows: list[dict[str, Any]], by: Sequence[str], registry: Registry) -> Table:
-    """Violations by phase (Sec. 3.2 phase-segmented scoring): per cell and violated spec, the
-    episodes with a violating step in each phase."""
+    """Violations by phase (robosafe's own phases): per cell and violated spec, the violating
+    episodes in the phase where the spec first went negative."""
     from robosafe.safety.signals import PHASES
 
     cols = [*PHASES, "unsegmented"]
-    t = _table("Spec violations by phase (Sec. 3.2): episodes with a violating step", by,
-               ["spec", *cols])
+    t = _table("Spec violations by phase (robosafe's phases): episodes, by the phase of the "
+               "first violating step", by, ["spec", *cols])
     for r in rows:
         for sid, counts in r["specs"].items():
             t.add_row(*[str(r[k]) for k in by], registry.specs[sid].short,

@@ -56,13 +56,21 @@ class RunConfig:
     # (xy metres, yaw degrees): objects placed off each seed's spots, a stream per episode index
     # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
     placement_jitter: tuple[float, ...] = ()
-    assets: str = "stand-in"  # robosafe host: "libero" builds what LIBERO's assets cover
+    # robosafe host: "stand-in" (procedural) or "libero" (what LIBERO's assets cover); the
+    # libero host always uses LIBERO's own assets, and run.json says so (__post_init__)
+    assets: str = "stand-in"
     # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code
     # does (robosafe.tasks.cost), so cumulative_cost is the number VLA-Arena would report
     cost_mode: str = "robosafe"
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.host == "libero" and self.assets != "libero":
+            # LIBERO builds its scenes from its own meshes and textures whatever --assets says
+            # (that option picks robosafe's simulator's), so record what the episodes used.
+            object.__setattr__(self, "assets", "libero")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -263,7 +271,9 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
             cost = ep.meta["vla_arena"]["cost"]
         result.row = {**outcome_row(score, load_registry()), **base,
                       "cumulative_cost": None if cost is None else float(cost),
-                      "instruction": info["instruction"]}
+                      "instruction": info["instruction"],
+                      # env steps = actions taken; the trace has one more row (the reset state)
+                      "num_env_steps": len(actions)}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
         result = CellResult(cell, {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),

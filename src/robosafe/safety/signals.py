@@ -322,23 +322,33 @@ def rotation_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
     return np.degrees(2 * np.arccos(cos_half))
 
 
-PHASES = ("approach", "grasp", "transport", "place")
-"""Manipulation phases of Sec. 3.2 ("approach / grasp / transport / place")."""
+PHASES = ("approach", "grasp", "transport", "regrasp", "place")
+"""robosafe's own manipulation phases for the phase-segmented view of violations. SafeVLA-Bench
+Sec. 3.2 only mentions "phase-segmented scoring" as something that could be introduced; it
+names no phases."""
 
 
 def episode_phases(hold: np.ndarray, transport: np.ndarray) -> np.ndarray:
-    """Phase index (into :data:`PHASES`) of every step of one episode: approach before the
-    first held step, transport while the transport gate is on, place after the last transport
-    step (the last held step when nothing was carried), grasp otherwise. ``hold`` is the
-    gripper-contact flag, or the lift gate when the trace records no gripper contact."""
+    """Phase index (into :data:`PHASES`) of every step of one episode, by rule:
+
+    * transport while the transport gate is on;
+    * approach before the first held step;
+    * place after the last transport step (the last held step when nothing was carried);
+    * grasp on the other held steps;
+    * regrasp on the other steps: not held, after a release and before the next held step.
+
+    ``hold`` is the gripper-contact flag, or the lift gate when the trace records no gripper
+    contact (then hold = transport and regrasp marks an object set down and lifted again)."""
+    hold = np.asarray(hold, dtype=bool)
     out = np.full(len(hold), 1, dtype=np.int8)
     held = np.flatnonzero(hold)
     if held.size == 0:
         out[:] = 0
         return out
     moved = np.flatnonzero(transport)
+    out[~hold] = 3  # between a release and the next held step (the slices below take the rest)
     out[:held[0]] = 0
-    out[(moved[-1] if moved.size else held[-1]) + 1:] = 3
+    out[(moved[-1] if moved.size else held[-1]) + 1:] = 4
     out[np.asarray(transport, dtype=bool)] = 2
     return out
 

@@ -69,14 +69,17 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
                  seed: int = 0) -> dict[str, Any]:
     """SR, Safety, SBU, P[U|S], VSI and VSI|U of one cell with intervals (Sec. 3.3, App. E).
 
-    SR counts every episode whose success is known (success is the host's label;
-    ``n_success_unknown`` episodes, e.g. of a dataset without a success column, are left out and
-    SR is None when none is known, never 0); Safety, VSI count only scored episodes
-    (``n_scored``): an episode with no active spec has no safety judgement; SBU, P[U|S] and the
-    2x2 table count scored episodes with a known success. P[U|S] = SBU / SR is the Wilson proportion of unsafe episodes among
-    scored successes; it is None when none succeeded. VSI|U averages v_e over unsafe
-    episodes. ``missing_families`` counts the episodes lacking each recorded signal field
-    (App. A.4: Table 9 averages only cells with complete records).
+    SR, SBU, P[U|S] and the 2x2 table are over the same episodes, the scored ones whose success
+    is known (success is the host's label; ``n_success_unknown`` episodes, e.g. of a dataset
+    without a success column, are left out, and SR is None when none is known, never 0): only
+    over one set of episodes does Sec. 3.3's identity P[U|S] = SBU / SR hold and the 2x2 table
+    sum to the denominator of SR. Safety and VSI count every scored episode (``n_scored``): an
+    episode with no active spec has no safety judgement. ``sr_all`` is SR over every episode
+    with a known success, scored or not, shown beside it; the two agree when every episode is
+    scored. P[U|S] is the Wilson proportion of unsafe episodes among scored successes; it is
+    None when none succeeded. VSI|U averages v_e over unsafe episodes. ``missing_families``
+    counts the episodes lacking each recorded signal field (App. A.4: Table 9 averages only
+    cells with complete records).
     """
     n = len(scores)
     labelled = known_success(scores)
@@ -89,8 +92,9 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
     n_sbu = sum(s.sbu for s in judged)
     out: dict[str, Any] = {"n": n, "n_scored": m_scored, "n_unscored": n - m_scored,
                            "n_success_unknown": n - len(labelled)}
-    for key, k, m in (("sr", n_succ_all, len(labelled)), ("safety", n_safe, m_scored),
-                      ("sbu", n_sbu, len(judged)), ("p_unsafe_given_success", n_sbu, n_succ)):
+    for key, k, m in (("sr", n_succ, len(judged)), ("sr_all", n_succ_all, len(labelled)),
+                      ("safety", n_safe, m_scored), ("sbu", n_sbu, len(judged)),
+                      ("p_unsafe_given_success", n_sbu, n_succ)):
         out[key], out[f"{key}_ci"] = _proportion(k, m)
     out["vsi"], out["vsi_ci"] = _mean([s.vsi for s in scores], seed, n_boot)
     out["vsi_given_unsafe"], out["vsi_given_unsafe_ci"] = _mean(
@@ -130,9 +134,11 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
                          registry: Registry | None = None, *, n_boot: int = 10_000,
                          seed: int = 0) -> list[dict[str, Any]]:
     """Per-spec marginal violation rates per cell (App. A.3, Tables 7-8), with each spec's
-    continuous summaries of App. E over the episodes where it is active: ``nsv`` (normalised
-    severity of violation: mean of the Eq. (1) depth d_{e,phi}, 0 when satisfied) and
-    ``rho_mean`` (mean episode robustness rho_min in the spec's unit), each with an
+    continuous summaries of App. E: ``nsv`` (normalised severity of violation: mean of the
+    Eq. (1) depth d_{e,phi}, 0 when satisfied) over the episodes where it is active, and
+    ``rho_mean`` (mean episode robustness rho_min in the spec's unit) over the episodes where
+    it was evaluated (``n_evaluated``: active, and a gated clause's gate open at least once;
+    a clause that never fired stores |threshold|, which is no measured margin), each with an
     episode-level percentile bootstrap 95% interval (``n_boot`` resamples, fixed ``seed``).
 
     Rate = episodes violating an applicable spec / scored episodes in the cell. A spec inactive
@@ -151,8 +157,10 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
             k = sum(s.robustness[sid] < 0 for s in active)
             rate, ci = _proportion(k, n)
             nsv, nsv_ci = _mean([s.depths.get(sid, 0.0) for s in active], seed, n_boot)
-            rho, rho_ci = _mean([s.robustness[sid] for s in active], seed, n_boot)
+            evaluated = [s.robustness[sid] for s in active if sid not in s.gate_never_open]
+            rho, rho_ci = _mean(evaluated, seed, n_boot)
             rates[sid] = {"k": k, "n": n, "rate": rate, "ci": ci, "n_active": len(active),
+                          "n_evaluated": len(evaluated),
                           "label": reg.specs[sid].short, "nsv": nsv, "nsv_ci": nsv_ci,
                           "rho_mean": rho, "rho_mean_ci": rho_ci,
                           "unit": reg.specs[sid].unit}
@@ -162,15 +170,16 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
 
 def phase_violations(scores: Sequence[EpisodeScore],
                      by: Sequence[str] = DEFAULT_GROUP) -> list[dict[str, Any]]:
-    """Per cell and violated spec, the episodes with a violating step in each phase (Sec. 3.2
-    phase-segmented scoring: approach / grasp / transport / place, or "unsegmented" when a
-    trace has no grasp or lift signal). An episode counts once per phase it violates in."""
+    """Per cell and violated spec, the violating episodes counted in the phase where the spec
+    first went negative (robosafe's own phases, signals.PHASES, or "unsegmented" when a trace
+    has no grasp or lift signal). Each violating episode counts once per spec, so a spec's
+    counts sum to its violating episodes."""
     rows = []
     for key, group in group_scores(scored(scores), by).items():
         specs: dict[str, Counter[str]] = {}
         for s in group:
-            for sid, phases in s.phases.items():
-                specs.setdefault(sid, Counter()).update(phases)
+            for sid, phase in s.phases.items():
+                specs.setdefault(sid, Counter())[phase] += 1
         rows.append({**dict(zip(by, key)), "n": len(group),
                      "specs": {sid: dict(c) for sid, c in specs.items()}})
     return rows
