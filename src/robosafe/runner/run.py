@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
+from robosafe.outputs import DirLock, make_dir
+from robosafe.redact import redact_url
 from robosafe.runner.rundir import Cell, RunDir, create_run, open_run
 
 BACKENDS = ("local", "ray")
@@ -82,8 +84,12 @@ class RunConfig:
         return d
 
     def to_json(self) -> dict[str, Any]:
+        """The config as stored in run.json: credentials in a policy URL are masked (the
+        connection gets them from the in-memory spec, :attr:`RunDir.policy_spec`)."""
         d = asdict(self)
         d["seeds"] = self.seed_list()
+        d["policy"] = redact_url(self.policy)
+        d["policy_name"] = redact_url(self.policy_name)
         return d
 
     @classmethod
@@ -129,12 +135,14 @@ def _env(run: RunDir, cfg: RunConfig, cell: Cell):
     return env
 
 
-def _policy(cfg: RunConfig):
+def _policy(cfg: RunConfig, spec: str | None):
+    """The policy of ``spec`` (the driver's spec, with any credentials), else of run.json."""
     from robosafe.policies.base import make_policy
 
-    key = (cfg.policy, cfg.host, cfg.obs_adapter)
+    spec = spec or cfg.policy
+    key = (spec, cfg.host, cfg.obs_adapter)
     if key not in _POLICIES:
-        _POLICIES[key] = make_policy(cfg.policy, host=cfg.host, adapter=cfg.obs_adapter)
+        _POLICIES[key] = make_policy(spec, host=cfg.host, adapter=cfg.obs_adapter)
     return _POLICIES[key]
 
 
@@ -147,8 +155,9 @@ def close_policies() -> None:
     _POLICIES.clear()
 
 
-def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
-    """Run, record, score and store one episode; returns its outcome row."""
+def run_cell(run_path: str, cell: Cell, policy_spec: str | None = None) -> dict[str, Any]:
+    """Run, record, score and store one episode; returns its outcome row. ``policy_spec``
+    is the spec as given (run.json holds it with credentials masked)."""
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
     from robosafe.stats.outcomes import outcome_row
@@ -167,7 +176,7 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
     try:
         env = _env(run, cfg, cell)
         base["task_name"] = getattr(env, "task_name", cell.task_id)
-        policy = _policy(cfg)
+        policy = _policy(cfg, policy_spec)
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
@@ -190,8 +199,10 @@ def run_cell(run_path: str, cell: Cell) -> dict[str, Any]:
                "instruction": info["instruction"]}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
+        # a client library's message can quote the URL it connected to, credentials included
         row = {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
-               "error_type": type(exc).__name__, "error": detail.strip().splitlines()[-1]}
+               "error_type": type(exc).__name__,
+               "error": redact_url(detail.strip().splitlines()[-1])}
     row["wall_s"] = round(time.perf_counter() - start, 3)
     run.write_outcome(cell, row)
     return row
@@ -208,7 +219,8 @@ def _frames(run: RunDir, cfg: RunConfig, cell: Cell, env):
 
 # -- orchestration ------------------------------------------------------------------------------
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
-    """Create (or reopen with ``resume``) the run directory; the cells still to run."""
+    """Create (or reopen with ``resume``) the run directory; the cells still to run. The
+    directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
@@ -221,21 +233,32 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         check_adapter(cfg.obs_adapter)
     out = Path(out)
     if resume:
-        run = open_run(out)
-        stored = RunConfig.from_json(run.config)
-        if stored.identity() != cfg.identity():
-            raise RobosafeError(f"{out}: --resume with a different configuration than the run "
-                                "was started with (policy, tasks, episodes, seeds or levels)")
+        open_run(out)  # a clear error before anything is locked or created
     else:
+        cfg.seed_list()
         missing = [p for p in cfg.tasks.values() if not Path(p).is_file()]
         if missing:
             raise RobosafeError(f"task file not found: {missing[0]}")
-        config = {**cfg.to_json(), "policy_name": cfg.policy_name or cfg.policy,
-                  "robosafe_version": _version(),
-                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
-        run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
-    done = run.done()
+    lock = DirLock.acquire(make_dir(out), "run directory")
+    try:
+        if resume:
+            run = open_run(out)
+            stored = RunConfig.from_json(run.config)
+            if stored.identity() != cfg.identity():
+                raise RobosafeError(f"{out}: --resume with a different configuration than the "
+                                    "run was started with (policy, tasks, episodes, seeds or "
+                                    "levels)")
+        else:
+            config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
+                      "robosafe_version": _version(),
+                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
+            run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
+        done = run.done()
+    except BaseException:
+        lock.release()
+        raise
+    run.policy_spec, run.lock = cfg.policy, lock
     return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
 
 
@@ -247,28 +270,35 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     rows = []
     runner = _ray_rows if backend == "ray" else _local_rows
     try:
-        for row in runner(str(run.path), cells, max(1, workers)):
+        for row in runner(str(run.path), cells, max(1, workers), run.policy_spec):
             rows.append(row)
             if on_result:
                 on_result(row)
     finally:
         close_policies()
-        run.write_outcomes_csv()
+        try:
+            run.write_outcomes_csv()
+        finally:
+            if run.lock is not None:
+                run.lock.release()
+                run.lock = None
     return rows
 
 
-def _local_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
+def _local_rows(path: str, cells: list[Cell], workers: int,
+                spec: str | None) -> Iterator[dict[str, Any]]:
     if workers == 1:
         for c in cells:
-            yield run_cell(path, c)
+            yield run_cell(path, c, spec)
         return
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_cell, path, c) for c in cells]
+        futures = [pool.submit(run_cell, path, c, spec) for c in cells]
         for f in as_completed(futures):
             yield f.result()
 
 
-def _ray_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, Any]]:
+def _ray_rows(path: str, cells: list[Cell], workers: int,
+              spec: str | None) -> Iterator[dict[str, Any]]:
     try:
         import ray
     except ImportError:
@@ -278,7 +308,7 @@ def _ray_rows(path: str, cells: list[Cell], workers: int) -> Iterator[dict[str, 
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(num_cpus=1)(run_cell)
-        pending = [task.remote(path, c) for c in cells]
+        pending = [task.remote(path, c, spec) for c in cells]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             yield ray.get(ready[0])
