@@ -104,6 +104,7 @@ def collect(
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
     from robosafe.runner.run import RunConfig
+    from robosafe.runner.rundir import open_run
 
     check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
@@ -115,6 +116,10 @@ def collect(
     # A fixed name (not a random temporary one): it is the state `--resume` continues.
     where = run_dir if keep else out.absolute().parent / f".collect-{out.name}"
     resume = _continue(where, out, resume=resume, overwrite=overwrite, keep=keep)
+    kept = len(open_run(where).done()) if resume else 0
+    if resume:
+        typer.echo(f"robosafe: collect --resume: keeping {kept} finished episode(s) in {where}",
+                   err=True)
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, where, workers=workers, backend="local", resume=resume,
                              quiet=quiet, label="collect")
@@ -122,7 +127,7 @@ def collect(
     if not keep:  # only once the dataset is written: until then it is what --resume keeps
         shutil.rmtree(where, ignore_errors=True)
     crashed = sum(1 for r in rows if r.get("error_type"))
-    _report(res, as_json, {"episodes_run": len(rows), "crashed": crashed,
+    _report(res, as_json, {"episodes_run": len(rows), "resumed": kept, "crashed": crashed,
                            "successes": sum(int(r.get("success") or 0) for r in rows
                                             if not r.get("error_type"))})
 
