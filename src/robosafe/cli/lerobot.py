@@ -90,7 +90,9 @@ def collect(
                                 help="Render the task's cameras into mp4 videos."),
     only_safe: bool = typer.Option(False, "--only-safe",
                                    help="Keep only demonstrations judged safe."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace an existing dataset (and discard the episodes "
+                                        "of an interrupted collect)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     run_dir: Path = typer.Option(None, "--run-dir",
                                  help="Keep the run directory here (default: a hidden one "
