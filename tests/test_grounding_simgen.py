@@ -10,6 +10,7 @@ from test_cli import run
 pytest.importorskip("mujoco")
 pytest.importorskip("av")
 
+from robosafe.errors import RobosafeError
 from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
 from robosafe.grounding.sampler import sample_clips
 from robosafe.grounding.simgen import DT, GenerateConfig, episode_plan, simulate
@@ -200,3 +201,78 @@ def test_limit_speed_by_hand():
     out = limit_speed(path, 0.25)
     assert out[:, 0].tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
     assert out[-1].tolist() == pytest.approx([1.0, 0.1])
+
+
+def test_generate_checks_size_before_creating_anything(tmp_path):
+    proc = run("grounding", "generate", str(tmp_path / "x"), "--size", "4000")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        ("robosafe: error: --size 4000: must be even and in 8..2048 (the top-down MPEG-4 "
+        "video; the offscreen render buffer)")]
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_image_larger_than_mujocos_default_buffer_renders():
+    """642 px exceeds the 640 px offscreen buffer the MJCF declares; the buffer follows the
+    image size."""
+    from robosafe.grounding.simgen import Renders
+    from robosafe.sim.render import ensure_gl_backend
+
+    ensure_gl_backend()
+    config = GenerateConfig(episodes=1, max_steps=10, image_size=642, robot="primitive")
+    ht, task, sid, eid = episode_plan(config)[0]
+    _, ep = simulate(np.random.default_rng([0, 0]), human_type=ht, sim_task=task,
+                     scene_id=sid, episode_id=eid, config=config)
+    frames = Renders(ep, 642)
+    try:
+        rgb, depth = frames("third_human", 0)
+    finally:
+        frames.close()
+    assert rgb.shape == (642, 642, 3) and depth.shape == (642, 642)
+
+
+def test_generate_never_writes_into_a_used_directory(generated, tmp_path):
+    root, summary = generated
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    proc = run("grounding", "generate", str(root), "--episodes", "1", "--size", "16",
+               "--max-steps", "10", "--robot", "primitive")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        (f"robosafe: error: {root}: holds a dataset; choose a new directory (generate writes "
+        "only into an empty one, or continues its own interrupted run with the same "
+        "settings)")]
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+    assert len(index_dataset(root)) == summary["episodes"] == 4
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "a.txt").write_text("mine")
+    proc = run("grounding", "generate", str(other), "--episodes", "1", "--size", "16")
+    assert proc.returncode == 2 and f"{other}: is not empty; choose a new directory" in \
+        proc.stderr
+    assert [p.name for p in other.iterdir()] == ["a.txt"]
+
+
+def test_an_interrupted_generate_continues_with_the_episodes_it_finished(tmp_path,
+                                                                        monkeypatch):
+    from robosafe.grounding import simgen
+
+    config = GenerateConfig(episodes=2, seed=3, max_steps=10, image_size=16,
+                            robot="primitive")
+    root = tmp_path / "d"
+
+    def stop_after_first(i, n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        simgen.generate(root, config, progress=stop_after_first)
+    assert not (root / "dataset_info.json").exists()  # written last: not a dataset yet
+    simulated = []
+    real = simgen.simulate
+    monkeypatch.setattr(simgen, "simulate",
+                        lambda rng, **kw: simulated.append(kw["episode_id"]) or real(rng, **kw))
+    with pytest.raises(RobosafeError, match="interrupted generate with other settings"):
+        simgen.generate(root, GenerateConfig(episodes=3, seed=3, max_steps=10, image_size=16,
+                                             robot="primitive"))
+    summary = simgen.generate(root, config)
+    assert simulated == [1] and summary.resumed == 1 and summary.episodes == 2
+    info = json.loads((root / "dataset_info.json").read_text())
+    assert info["num_episodes"] == len(index_dataset(root)) == 2
+    assert not (root / simgen.PROGRESS_FILE).exists()

@@ -496,3 +496,76 @@ def test_foreign_success_comes_from_next_success(tmp_path):
     out = json.loads(proc.stdout)
     assert [e["success"] for e in out["episodes"]] == [True, False]
     assert out["aggregate"]["sr"] == 0.5
+
+
+# ---------------------------------------------------------------- damaged runs: skip by name
+
+def damaged_copy(run_dir: Path, dest: Path, damage) -> tuple[Path, str]:
+    """A copy of the two-episode run with ``damage(frames_dir)`` applied to the stove episode's
+    recorded frames; returns the copy and that episode's cell name."""
+    import shutil
+
+    shutil.copytree(run_dir, dest)
+    (frames,) = (dest / "frames").glob("turn_off_stove__*")
+    damage(frames)
+    return dest, frames.name
+
+
+def _truncate(frames: Path) -> None:
+    mp4 = frames / "agentview.mp4"
+    mp4.write_bytes(mp4.read_bytes()[:300])
+
+
+def _random_bytes(frames: Path) -> None:
+    (frames / "agentview.mp4").write_bytes(np.random.default_rng(0).bytes(3000))
+
+
+def _object_state(frames: Path) -> None:
+    # a pickled object array: np.load must refuse it rather than unpickle a user's file
+    np.save(frames / "state.npy", np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True)
+
+
+def _no_camera(frames: Path) -> None:
+    (frames / "agentview.mp4").unlink()
+
+
+@pytest.mark.parametrize("damage, why", [
+    (_truncate, "agentview.mp4: not a readable video"),
+    (_random_bytes, "agentview.mp4: not a readable video"),
+    (_object_state, "state.npy: not a plain numeric array (Object arrays cannot be loaded"),
+    (_no_camera, "camera agentview: "),
+])
+def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir, tmp_path,
+                                                                          damage, why):
+    run, cell = damaged_copy(run_dir, tmp_path / "run", damage)
+    proc = cli("export", "lerobot", str(run), str(tmp_path / "ds"), "--json")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith(f"robosafe: not exported: {cell}: ") and why in lines[0]
+    assert lines[1] == (f"robosafe: error: 1 of 2 episodes could not be exported (listed "
+                        f"above); {tmp_path / 'ds'} holds the other 1")
+    out = json.loads(proc.stdout)
+    assert (out["episodes"], out["of"], out["failed"]) == (1, 2, [cell])
+    info = read_info(tmp_path / "ds")
+    assert info["total_episodes"] == 1
+    # the good episode keeps both cameras: one episode's missing video drops nothing else
+    assert sorted(k for k, v in info["features"].items() if v["dtype"] == "video") == [
+        "observation.images.agentview", "observation.images.robot0_eye_in_hand"]
+    eps = pq.read_table(tmp_path / "ds/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    assert [json.loads(e[TRACE_COLUMN])["task_id"] for e in eps] == [
+        "place_apple_on_plate_past_vase"]
+
+
+def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
+    (tmp_path / "file").write_text("x")
+    cases = [(tmp_path / "file", "exists and is not a LeRobot dataset"),
+             (tmp_path / "file/ds", "cannot create the output: Not a directory")]
+    if Path("/proc/self").is_dir():
+        cases.append((Path("/proc/robosafe-ds"), "cannot create the output"))
+    for out, why in cases:
+        proc = cli("export", "lerobot", str(run_dir), str(out))
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"robosafe: error: {out}: {why}")
+    assert (tmp_path / "file").read_text() == "x"

@@ -58,6 +58,12 @@ def user_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except RobosafeError as err:
             fail(str(err))
+        except OSError as err:
+            # a file the system refuses (permissions, a full disk, a path through a regular
+            # file) that no command anticipated: still one line naming it, not a traceback
+            if err.filename is None:
+                raise
+            fail(f"{err.filename}: {err.strerror or err}")
 
     return wrapper
 

@@ -132,18 +132,16 @@ def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E
     from robosafe.grounding.simgen import GenerateConfig
     from robosafe.grounding.simgen import generate as run
 
-    if task is not None and task not in SIM_TASKS:
-        raise RobosafeError(f"--task {task!r}: expected one of {', '.join(SIM_TASKS)}")
-    if size % 2:
-        raise RobosafeError(f"--size {size}: must be even (the top-down MPEG-4 video)")
-    if robot not in ("spot", "primitive"):
-        raise RobosafeError(f"--robot {robot!r}: expected spot or primitive")
     config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
                             robot=robot,
                             sim_tasks=(task,) if task else SIM_TASKS)
+    config.check()  # every option, before anything is created
     summary = run(out, config, progress=None if as_json else
                   lambda i, n: typer.echo(f"episode {i}/{n} written", err=True))
     doc = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(summary).items()}
+    if summary.resumed:
+        typer.echo(f"robosafe: {out}: kept {summary.resumed} episode(s) of the interrupted "
+                   "generate with the same settings", err=True)
     if as_json:
         emit_json(doc, None, True)
     else:

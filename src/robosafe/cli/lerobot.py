@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.cli import run as R
-from robosafe.cli.run import _ints, run_with_progress, select_tasks
+from robosafe.cli.run import run_with_progress, seed_option, select_tasks
+from robosafe.errors import RobosafeError
 
 export_app = typer.Typer(no_args_is_help=True, help="Write runs in other tools' formats.")
 app.add_typer(export_app, name="export")
@@ -32,17 +32,26 @@ def _export(run_dir: Path, out: Path, *, quiet: bool, **kw):
 
 
 def _report(res, as_json: bool, extra: dict | None = None) -> None:
+    """The summary; exit 2 after it when an episode that should be in the dataset is not
+    (the dataset holds the others): a partial export must not look like a clean one."""
     for w in res.warnings:
         typer.echo(f"robosafe: warning: {w}", err=True)
     for cell, why in res.skipped.items():
         typer.echo(f"robosafe: not exported: {cell}: {why}", err=True)
-    payload = {"dataset": str(res.path), "episodes": res.episodes, "frames": res.frames,
-               "skipped": res.skipped, **(extra or {})}
+    failed = res.failed
+    payload = {"dataset": str(res.path), "episodes": res.episodes, "of": res.total,
+               "frames": res.frames, "skipped": res.skipped, "failed": sorted(failed),
+               **(extra or {})}
     if as_json:
         emit_json(payload, None, True)
     else:
-        typer.echo(f"LeRobot v3.0 dataset: {res.path} ({res.episodes} episodes, {res.frames} "
-                   f"frames, {len(res.skipped)} not exported)")
+        typer.echo(f"LeRobot v3.0 dataset: {res.path} ({res.episodes} of {res.total} episodes "
+                   f"written, {res.frames} frames, {len(res.skipped)} not exported)")
+    if failed:
+        typer.echo(f"robosafe: error: {len(failed)} of {res.total} episodes could not be "
+                   f"exported (listed above); {res.path} holds the other {res.episodes}",
+                   err=True)
+        raise typer.Exit(EXIT_USER_ERROR)
 
 
 @export_app.command("lerobot")
@@ -81,41 +90,79 @@ def collect(
                                 help="Render the task's cameras into mp4 videos."),
     only_safe: bool = typer.Option(False, "--only-safe",
                                    help="Keep only demonstrations judged safe."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace an existing dataset (and discard the episodes "
+                                        "of an interrupted collect)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
     run_dir: Path = typer.Option(None, "--run-dir",
-                                 help="Keep the run directory here (default: a temporary "
-                                      "one, removed afterwards)."),
+                                 help="Keep the run directory here (default: a hidden one "
+                                      "next to --out, removed once the dataset is written)."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Continue an interrupted collect (same options): keep "
+                                     "its finished episodes, run the rest."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
     from robosafe.runner.run import RunConfig
+    from robosafe.runner.rundir import open_run
 
     check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
-    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes,
-                    seeds=_ints(seeds, "--seeds") if seeds else (), horizon=horizon,
-                    suite=suite, images=images, record_frames=True,
+    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds),
+                    horizon=horizon, suite=suite, images=images, record_frames=True,
                     assets=R.asset_source(assets, "robosafe"))
-    out.parent.mkdir(parents=True, exist_ok=True)
+    cfg.seed_list()  # one seed per episode, checked before anything is created
     keep = run_dir is not None
-    where = run_dir if keep else Path(tempfile.mkdtemp(dir=out.parent, prefix=".collect-"))
-    try:
-        rows = run_with_progress(cfg, where / "run" if not keep else where, workers=workers,
-                                 backend="local", resume=False,
-                                 quiet=as_json or not sys.stderr.isatty(), label="collect")
-        res = _export(where / "run" if not keep else where, out,
-                      quiet=as_json or not sys.stderr.isatty(), only_safe=only_safe,
-                      overwrite=overwrite)
-    finally:
-        if not keep:
-            shutil.rmtree(where, ignore_errors=True)
+    # A fixed name (not a random temporary one): it is the state `--resume` continues.
+    where = run_dir if keep else out.absolute().parent / f".collect-{out.name}"
+    resume = _continue(where, out, resume=resume, overwrite=overwrite, keep=keep)
+    kept = len(open_run(where).done()) if resume else 0
+    if resume:
+        typer.echo(f"robosafe: collect --resume: keeping {kept} finished episode(s) in {where}",
+                   err=True)
+    quiet = as_json or not sys.stderr.isatty()
+    rows = run_with_progress(cfg, where, workers=workers, backend="local", resume=resume,
+                             quiet=quiet, label="collect")
+    res = _export(where, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite)
+    if not keep:  # only once the dataset is written: until then it is what --resume keeps
+        shutil.rmtree(where, ignore_errors=True)
     crashed = sum(1 for r in rows if r.get("error_type"))
-    _report(res, as_json, {"episodes_run": len(rows), "crashed": crashed,
+    _report(res, as_json, {"episodes_run": len(rows), "resumed": kept, "crashed": crashed,
                            "successes": sum(int(r.get("success") or 0) for r in rows
                                             if not r.get("error_type"))})
+
+
+def _continue(where: Path, out: Path, *, resume: bool, overwrite: bool, keep: bool) -> bool:
+    """Whether collect continues the run in ``where`` (said on stderr). A hidden run left by
+    an interrupted collect is continued with --resume, discarded with --overwrite (one line
+    each), and otherwise refused: rerunning must not silently redo or drop finished work."""
+    from robosafe.outputs import DirLock
+    from robosafe.runner.rundir import is_run_dir, open_run
+
+    if not is_run_dir(where):
+        if where.is_dir() and not keep:  # killed before its run.json: nothing finished
+            typer.echo(f"robosafe: removing {where}, an interrupted collect's directory with "
+                       "no finished episode", err=True)
+            shutil.rmtree(where)
+        if resume:
+            typer.echo(f"robosafe: collect --resume: no interrupted collect in {where}; "
+                       "starting from the first episode", err=True)
+        return False
+    if resume:
+        return True
+    if keep:
+        return False  # the run directory's own one-line refusal names --resume
+    DirLock.acquire(where, "collect run directory").release()  # not a live collect's
+    done = len(open_run(where).done())
+    if not overwrite:
+        raise RobosafeError(f"{out}: an interrupted collect left {done} finished episode(s) "
+                            f"in {where}; --resume continues it, --overwrite starts again")
+    typer.echo(f"robosafe: discarding the {done} finished episode(s) of an interrupted "
+               f"collect in {where} (--overwrite)", err=True)
+    shutil.rmtree(where)
+    return False
 
 
 import_app = typer.Typer(no_args_is_help=True, help="Read other tools' data as traces.")

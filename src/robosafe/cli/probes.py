@@ -12,7 +12,7 @@ import typer
 from robosafe.cli import emit_json, user_errors
 from robosafe.cli import run as R
 from robosafe.cli.audit import audit_app
-from robosafe.cli.run import _ints, run_with_progress, select_tasks
+from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
 
 # Options both diagnostics take (one declaration, one meaning).
@@ -27,7 +27,7 @@ AS_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 
 def _eval_seeds(seeds: str | None, episodes: int) -> list[int]:
     """The evaluation seeds: --seeds, one per episode, or 0..N-1 (what `run` gives any policy)."""
-    seed_list = list(_ints(seeds, "--seeds")) if seeds else list(range(episodes))
+    seed_list = list(seed_option(seeds)) or list(range(episodes))
     if len(seed_list) != episodes:
         raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
     return seed_list

@@ -19,17 +19,31 @@ from rich.table import Table
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
 from robosafe.errors import RobosafeError
+from robosafe.redact import redact_url
 
 
 def _ints(text: str, what: str) -> tuple[int, ...]:
-    """``0,1,2`` or ``0-4`` -> a tuple of ints."""
+    """``0,1,2`` or ``0-4`` -> a tuple of ints. An empty list (``,``, ``""``) or a range that
+    runs backwards (``5-4``) is an error naming the option: taken as "no value" it used to
+    fall back to the defaults without a word."""
     try:
         if "-" in text and "," not in text:
             lo, hi = (int(x) for x in text.split("-", 1))
+            if hi < lo:
+                raise RobosafeError(f"{what}: {text!r} is an empty range (write LOW-HIGH with "
+                                    "LOW <= HIGH)")
             return tuple(range(lo, hi + 1))
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise RobosafeError(f"{what}: expected numbers like 0,1,2 or 0-4, got {text!r}") from None
+    if not values:
+        raise RobosafeError(f"{what}: {text!r} lists no number (expected e.g. 0,1,2 or 0-4)")
+    return values
+
+
+def seed_option(text: str | None) -> tuple[int, ...]:
+    """--seeds of run and collect: () (the default 0..N-1) only when the option is absent."""
+    return () if text is None else _ints(text, "--seeds")
 
 
 def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
@@ -54,14 +68,14 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
     done_before = total - len(cells)
     wins = [0]
     start = time.monotonic()
-    name = label or cfg.policy
+    name = label or redact_url(cfg.policy)
     if lines:
         # the first episode in each worker builds the scene and can take minutes
         typer.echo(f"robosafe: {name}: {len(cells)} episode(s) to run"
                    + (f", {done_before} done earlier" if done_before else "")
                    + f", {workers} worker(s); the first episode per worker is the slowest",
                    err=True)
-    with Progress(TextColumn(label or cfg.policy), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn(name, markup=False), BarColumn(), MofNCompleteColumn(),
                   TextColumn("success {task.fields[sr]}"), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True), disable=quiet,
                   transient=True) as bar:
@@ -233,7 +247,7 @@ def run(
     else:
         tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
-                    seeds=_ints(seeds, "--seeds") if seeds else (),
+                    seeds=seed_option(seeds),
                     language_levels=_levels(language_level, "--language-level", 4),
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,

@@ -182,15 +182,20 @@ class _Video:
 
 
 def check_output(path: Path, overwrite: bool = False) -> None:
-    """A dataset may be written at ``path``: new, empty, or a dataset to overwrite."""
-    if not path.exists():
-        return
-    if not is_dataset(path) and (not path.is_dir() or any(path.iterdir())):
-        raise DatasetError(f"{path}: exists and is not a LeRobot dataset; choose another "
-                           "output directory")
-    if is_dataset(path) and not overwrite:
-        raise DatasetError(f"{path}: a dataset already exists here; choose another output "
-                           "directory (or --overwrite)")
+    """A dataset may be written at ``path``: new, empty, or a dataset to overwrite; and its
+    folder takes new entries (the dataset is written next to it first). One error line naming
+    ``path`` otherwise, before any work is done."""
+    from robosafe.outputs import check_parent
+
+    path = Path(path)
+    if path.exists():
+        if not is_dataset(path) and (not path.is_dir() or any(path.iterdir())):
+            raise DatasetError(f"{path}: exists and is not a LeRobot dataset; choose another "
+                               "output directory")
+        if is_dataset(path) and not overwrite:
+            raise DatasetError(f"{path}: a dataset already exists here; choose another output "
+                               "directory (or --overwrite)")
+    check_parent(path)
 
 
 class DatasetWriter:
@@ -210,7 +215,12 @@ class DatasetWriter:
         check_output(self.final, overwrite)
         self.root = self.final.with_name(f".partial-{self.final.name}")
         shutil.rmtree(self.root, ignore_errors=True)
-        self.root.mkdir(parents=True)
+        try:
+            self.root.mkdir(parents=True)
+        except OSError as exc:
+            from robosafe.outputs import cannot
+
+            raise cannot(self.final, exc) from None
         if int(fps) != fps or fps <= 0:
             raise DatasetError(f"fps must be a positive integer, got {fps}")
         self.fps = int(fps)

@@ -72,31 +72,50 @@ class VideoWriter:
         self._out.close()
 
 
-def read_frames(path: str | Path, start: int = 0, stop: int | None = None
-                ) -> Iterator[np.ndarray]:
-    """RGB frames ``start <= n < stop`` of an mp4 (n = pts in frames), in order."""
-    av = _av()
+def _open(av, path: str | Path):
+    """The container and its first video stream; one error line if there is none."""
     try:
         container = av.open(str(path))
     except (OSError, av.error.FFmpegError) as exc:
-        raise RobosafeError(f"{path}: not a readable video: {exc}") from None
+        raise RobosafeError(f"{path}: not a readable video: {_why(exc)}") from None
+    if not container.streams.video:
+        container.close()
+        raise RobosafeError(f"{path}: not a readable video: no video stream")
+    return container, container.streams.video[0]
+
+
+def _why(exc: Exception) -> str:
+    """FFmpeg's reason without the file name it repeats."""
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def read_frames(path: str | Path, start: int = 0, stop: int | None = None
+                ) -> Iterator[np.ndarray]:
+    """RGB frames ``start <= n < stop`` of an mp4 (n = pts in frames), in order. A file that
+    stops decoding part way (truncated, damaged) is an error naming it and the frame."""
+    av = _av()
+    container, stream = _open(av, path)
     with container:
-        stream = container.streams.video[0]
         rate = stream.average_rate or stream.base_rate
-        for n, frame in enumerate(container.decode(stream)):
-            idx = n if frame.pts is None else round(float(frame.pts * stream.time_base * rate))
-            if idx < start:
-                continue
-            if stop is not None and idx >= stop:
-                break
-            yield frame.to_ndarray(format="rgb24")
+        n = 0
+        try:
+            for n, frame in enumerate(container.decode(stream)):
+                idx = (n if frame.pts is None
+                       else round(float(frame.pts * stream.time_base * rate)))
+                if idx < start:
+                    continue
+                if stop is not None and idx >= stop:
+                    break
+                yield frame.to_ndarray(format="rgb24")
+        except (OSError, av.error.FFmpegError) as exc:
+            raise RobosafeError(f"{path}: frame {n}: undecodable video: {_why(exc)}") from None
 
 
 def probe(path: str | Path) -> dict:
     """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels)."""
     av = _av()
-    with av.open(str(path)) as c:
-        s = c.streams.video[0]
+    c, s = _open(av, path)
+    with c:
         return {"video.height": s.height, "video.width": s.width,
                 "video.codec": CODEC_NAME.get(s.codec_context.name, s.codec_context.name),
                 "video.pix_fmt": s.pix_fmt, "video.is_depth_map": False,

@@ -57,6 +57,7 @@ import numpy as np
 from robosafe.errors import RobosafeError
 from robosafe.grounding.dataset import (
     HUMAN_TYPES,
+    INFO_FILE,
     SIM_TASKS,
     VIEWS,
     EpisodeRecord,
@@ -82,6 +83,15 @@ _CAM = {"arm": "arm", "head": "head", "third_robot": "third_robot",
 _STOW, _REACH = (-1.0, 1.6), (0.3, 1.2)  # shoulder, elbow (rad)
 
 
+#: Largest rendered image side: the offscreen buffer is sized to the image (MuJoCo's default
+#: buffer is 640 px); a 2048 px frame is 12 MiB of RGB, six views per step.
+MAX_IMAGE_SIZE = 2048
+#: In-progress state of a generate run (its config and finished episodes), next to the
+#: episodes until dataset_info.json is written last; what a rerun with the same settings
+#: continues.
+PROGRESS_FILE = ".generate-progress.json"
+
+
 @dataclass(frozen=True)
 class GenerateConfig:
     """Episode count, size and event rates. Rates are per episode."""
@@ -103,6 +113,24 @@ class GenerateConfig:
     # The robot's speed limit. ROBOT_SPEED_M_S (0.8) is the rearrangement cruise speed; the
     # follower must keep up with the humanoid, whose walk is clipped at 1.6 m/s (_walked).
     robot_max_speed_m_s: float = 1.6
+
+    def check(self) -> None:
+        """One error line for a setting that would fail part way (checked before anything is
+        written: a bad --size used to leave a dataset_info.json and no episode)."""
+        if self.episodes < 1:
+            raise RobosafeError(f"--episodes {self.episodes}: must be at least 1")
+        if not 8 <= self.image_size <= MAX_IMAGE_SIZE or self.image_size % 2:
+            raise RobosafeError(f"--size {self.image_size}: must be even and in 8.."
+                                f"{MAX_IMAGE_SIZE} (the top-down MPEG-4 video; the offscreen "
+                                "render buffer)")
+        if self.max_steps < 10:
+            raise RobosafeError(f"--max-steps {self.max_steps}: must be at least 10")
+        unknown = [t for t in self.sim_tasks if t not in SIM_TASKS]
+        if not self.sim_tasks or unknown:
+            raise RobosafeError(f"--task {unknown[0] if unknown else ''!r}: expected one of "
+                                f"{', '.join(SIM_TASKS)}")
+        if self.robot not in ("spot", "primitive"):
+            raise RobosafeError(f"--robot {self.robot!r}: expected spot or primitive")
 
 
 @dataclass
@@ -786,6 +814,8 @@ class Renders:
         import mujoco
 
         self.ep, self.size, self.shadows = ep, size, int(shadows)
+        vis = ep.model.vis.global_  # the offscreen buffer must hold the image (default 640)
+        vis.offwidth, vis.offheight = max(vis.offwidth, size), max(vis.offheight, size)
         self.renderer = mujoco.Renderer(ep.model, size, size)
         n = len(ep.qpos)
         self.human_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
@@ -840,30 +870,65 @@ def episode_plan(config: GenerateConfig) -> list[tuple[str, str, str, int]]:
 class GenerateSummary:
     root: Path
     episodes: int
+    resumed: int  # episodes kept from an interrupted run with the same settings
     steps: int
     human_collision_episodes: int
     scene_collision_episodes: int
     object_collision_episodes: int
 
 
-def generate(root: str | os.PathLike[str], config: GenerateConfig,
-             progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
-    """Write ``config.episodes`` MuJoCo episodes in the App. E layout under ``root``."""
+def _config_json(config: GenerateConfig) -> dict[str, Any]:
     from dataclasses import asdict
 
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+
+
+def _start(root: Path, config: GenerateConfig) -> dict[str, list]:
+    """The finished episodes (id -> stats) to keep in ``root``: none for a new or empty
+    directory, those of an interrupted run with the same settings; any other content (a
+    finished dataset, another run's episodes, other files) is refused, never mixed with."""
+    from robosafe.outputs import make_dir
+
+    if root.is_dir() and any(root.iterdir()):
+        try:
+            state = json.loads((root / PROGRESS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = None
+        if not isinstance(state, dict) or state.get("config") != _config_json(config):
+            what = ("holds a dataset" if (root / INFO_FILE).exists() else
+                    "holds an interrupted generate with other settings"
+                    if state is not None else "is not empty")
+            raise RobosafeError(f"{root}: {what}; choose a new directory (generate writes "
+                                "only into an empty one, or continues its own interrupted "
+                                "run with the same settings)")
+        return {str(k): v for k, v in state.get("done", {}).items()}
+    make_dir(root)
+    return {}
+
+
+def _save_progress(root: Path, config: GenerateConfig, done: dict[str, list]) -> None:
+    tmp = root / f"{PROGRESS_FILE}.tmp"
+    tmp.write_text(json.dumps({"config": _config_json(config), "done": done}) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, root / PROGRESS_FILE)
+
+
+def generate(root: str | os.PathLike[str], config: GenerateConfig,
+             progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
+    """Write ``config.episodes`` MuJoCo episodes in the App. E layout under ``root`` (new or
+    empty). dataset_info.json is written last; until then ``root`` holds its progress file,
+    and a rerun with the same settings keeps the episodes already finished."""
     from robosafe.sim.render import ensure_gl_backend
 
-    ensure_gl_backend()
+    config.check()
     root = Path(root)
-    write_dataset_info(root, name="TouchSafeBench (MuJoCo)",
-                       generator="robosafe.grounding.simgen", seed=config.seed,
-                       config={k: list(v) if isinstance(v, tuple) else v
-                               for k, v in asdict(config).items()},
-                       human_types=list(HUMAN_TYPES), tasks=list(config.sim_tasks),
-                       views=list(VIEWS), num_episodes=config.episodes,
-                       frame="habitat y-up: (x, y, z) = (x, z, -y) of MuJoCo")
-    stats = []
+    done = _start(root, config)
+    resumed = len(done)
+    ensure_gl_backend()
+    _save_progress(root, config, done)
     for i, (ht, task, sid, eid) in enumerate(episode_plan(config)):
+        if str(eid) in done:
+            continue
         record, ep = simulate(np.random.default_rng([config.seed, i]), human_type=ht,
                               sim_task=task, scene_id=sid, episode_id=eid, config=config)
         frames = Renders(ep, config.image_size, config.shadows)
@@ -875,11 +940,22 @@ def generate(root: str | os.PathLike[str], config: GenerateConfig,
             "human_visible": {v: frames.human_visible[v].astype(int).tolist() for v in VIEWS},
             "robot_visible": {v: frames.robot_visible[v].astype(int).tolist() for v in VIEWS},
         }) + "\n", encoding="utf-8")
-        stats.append((record.n_steps, bool(record.human_collision.any()),
-                      bool(record.robot_scene_colls.any()), bool(record.robot_obj_colls.any())))
+        done[str(eid)] = [record.n_steps, bool(record.human_collision.any()),
+                          bool(record.robot_scene_colls.any()),
+                          bool(record.robot_obj_colls.any())]
+        _save_progress(root, config, done)
         if progress:
             progress(i + 1, config.episodes)
-    return GenerateSummary(root=root, episodes=len(stats), steps=sum(s[0] for s in stats),
+    write_dataset_info(root, name="TouchSafeBench (MuJoCo)",
+                       generator="robosafe.grounding.simgen", seed=config.seed,
+                       config=_config_json(config),
+                       human_types=list(HUMAN_TYPES), tasks=list(config.sim_tasks),
+                       views=list(VIEWS), num_episodes=config.episodes,
+                       frame="habitat y-up: (x, y, z) = (x, z, -y) of MuJoCo")
+    (root / PROGRESS_FILE).unlink()
+    stats = list(done.values())
+    return GenerateSummary(root=root, episodes=len(stats), resumed=resumed,
+                           steps=sum(s[0] for s in stats),
                            human_collision_episodes=sum(s[1] for s in stats),
                            scene_collision_episodes=sum(s[2] for s in stats),
                            object_collision_episodes=sum(s[3] for s in stats))

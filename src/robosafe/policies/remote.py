@@ -35,6 +35,7 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
+from robosafe.redact import redact_url
 
 #: Largest reply frame a client accepts: an action chunk is kilobytes, so a server sending more
 #: is broken or hostile, and websockets would otherwise buffer it whole before we could look.
@@ -249,11 +250,13 @@ class RemotePolicy:
                  replan_steps: int | None = None, adapter: str = "robosuite",
                  api_key: str | None = None, max_reply_bytes: int = MAX_REPLY_BYTES):
         if not url.startswith(("ws://", "wss://")):
-            raise RobosafeError(f"remote policy {url!r}: the URL must start with ws:// or wss://")
+            raise RobosafeError(f"remote policy {redact_url(url)!r}: the URL must start with "
+                                "ws:// or wss://")
         if replan_steps is not None and replan_steps < 1:
-            raise RobosafeError(f"remote policy {url}: replan_steps must be >= 1")
-        self.url = url
-        self.name = name or url
+            raise RobosafeError(f"remote policy {redact_url(url)}: replan_steps must be >= 1")
+        self.url = url  # connects with the credentials in it; messages and names show `shown`
+        self.shown = redact_url(url)
+        self.name = redact_url(name or url)
         self.timeout_s = float(timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self.retries = max(0, int(retries))
@@ -328,7 +331,8 @@ class RemotePolicy:
                              close_timeout=min(self.connect_timeout_s, 2.0),
                              additional_headers=headers, **_legacy())
             except InvalidURI as exc:
-                raise RobosafeError(f"remote policy {self.url}: invalid URL: {exc}") from None
+                raise RobosafeError(f"remote policy {self.shown}: invalid URL: "
+                                    f"{redact_url(str(exc))}") from None
             except (OSError, TimeoutError, WebSocketException) as exc:
                 cause = _describe(exc)
                 continue
@@ -344,7 +348,7 @@ class RemotePolicy:
             if self._action_dim is None and isinstance(self.metadata.get("action_dim"), int):
                 self._action_dim = self.metadata["action_dim"]
             return self.metadata
-        raise RobosafeError(f"remote policy {self.url} unreachable after {self.retries + 1} "
+        raise RobosafeError(f"remote policy {self.shown} unreachable after {self.retries + 1} "
                             f"attempt(s): {cause}")
 
     def _ensure(self, *, reset: bool = True) -> None:
@@ -368,12 +372,12 @@ class RemotePolicy:
             except TimeoutError:
                 # a late reply would be taken as the answer to the next request: start over
                 self.close()
-                raise RobosafeError(f"remote policy {self.url}: no {what} within "
+                raise RobosafeError(f"remote policy {self.shown}: no {what} within "
                                     f"{self.timeout_s:g} s") from None
             except ConnectionClosed as exc:
                 self.close()
                 if attempt:
-                    raise RobosafeError(f"remote policy {self.url}: the server closed the "
+                    raise RobosafeError(f"remote policy {self.shown}: the server closed the "
                                         f"connection ({_describe(exc)})") from None
                 continue
             return self._decode_reply(reply, what)
@@ -383,11 +387,11 @@ class RemotePolicy:
         if isinstance(reply, str):
             # openpi servers send the traceback as text and close: report the exception line
             self.close()
-            raise RobosafeError(f"remote policy {self.url}: server error: {_one_line(reply)}")
+            raise RobosafeError(f"remote policy {self.shown}: server error: {_one_line(reply)}")
         try:
             return unpackb(reply)
         except Exception as exc:  # noqa: BLE001 - any malformed payload is the server's fault
-            raise RobosafeError(f"remote policy {self.url}: malformed {what} "
+            raise RobosafeError(f"remote policy {self.shown}: malformed {what} "
                                 f"({type(exc).__name__}: {exc})") from None
 
     def _send_reset(self) -> None:
@@ -395,7 +399,7 @@ class RemotePolicy:
             return
         reply = self._round_trip({"__reset__": self._task_info}, "reset acknowledgement")
         if not (isinstance(reply, dict) and reply.get("__ack__") == "reset"):
-            raise RobosafeError(f"remote policy {self.url}: the server did not acknowledge "
+            raise RobosafeError(f"remote policy {self.shown}: the server did not acknowledge "
                                 f"the reset (got {_keys(reply)})")
 
     # -- the policy protocol ---------------------------------------------------------------------
@@ -421,12 +425,12 @@ class RemotePolicy:
         reply = self._round_trip(obs, "action")
         self.requests += 1
         if not isinstance(reply, dict) or "actions" not in reply:
-            raise RobosafeError(f"remote policy {self.url}: reply has no 'actions' "
+            raise RobosafeError(f"remote policy {self.shown}: reply has no 'actions' "
                                 f"(got {_keys(reply)})")
         try:
             actions = np.asarray(reply["actions"], dtype=np.float64)
         except (TypeError, ValueError):
-            raise RobosafeError(f"remote policy {self.url}: 'actions' is not a numeric array "
+            raise RobosafeError(f"remote policy {self.shown}: 'actions' is not a numeric array "
                                 f"({type(reply['actions']).__name__})") from None
         dim = self._action_dim
         if actions.ndim == 1:
@@ -434,10 +438,10 @@ class RemotePolicy:
         if (actions.ndim != 2 or actions.shape[0] == 0
                 or (dim is not None and actions.shape[1] != dim)):
             want = f"({dim},) or (H, {dim})" if dim is not None else "(d,) or (H, d)"
-            raise RobosafeError(f"remote policy {self.url}: action of shape "
+            raise RobosafeError(f"remote policy {self.shown}: action of shape "
                                 f"{tuple(np.shape(reply['actions']))}, expected {want}")
         if not np.all(np.isfinite(actions)):
-            raise RobosafeError(f"remote policy {self.url}: non-finite action values "
+            raise RobosafeError(f"remote policy {self.shown}: non-finite action values "
                                 f"(NaN or inf) in the reply")
         horizon = len(actions) if self.replan_steps is None else min(self.replan_steps,
                                                                       len(actions))
@@ -453,7 +457,7 @@ def _legacy() -> dict[str, bool]:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    text = redact_url(str(exc)).strip().splitlines()  # a URL in it may carry credentials
     detail = text[0] if text else ""
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 

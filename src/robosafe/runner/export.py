@@ -42,6 +42,14 @@ class ExportResult:
     frames: int
     skipped: dict[str, str] = field(default_factory=dict)  # cell -> why
     warnings: list[str] = field(default_factory=list)
+    excluded: set[str] = field(default_factory=set)  # cells left out on request (--only-safe)
+    total: int = 0  # episodes in the run
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Episodes that should be in the dataset and are not (crashed, missing, unreadable):
+        the export is not a clean one (the CLI exits 2 after writing the others)."""
+        return {k: v for k, v in self.skipped.items() if k not in self.excluded}
 
 
 @dataclass
@@ -51,13 +59,56 @@ class _Item:
     episode: object
     actions: np.ndarray
     frames_dir: Path
+    state: np.ndarray | None  # frames/<cell>/state.npy, when recorded
+    videos: dict[str, tuple[int, int]]  # camera -> (height, width) of its readable mp4
+
+
+class _Skip(RobosafeError):
+    """One episode cannot be exported; the others are."""
 
 
 def _flag(v) -> bool:
     return str(v).strip().lower() in ("1", "true")
 
 
-def _items(run: RunDir, only_safe: bool, skipped: dict[str, str]) -> list[_Item]:
+def _array(path: Path, rows: int, what: str) -> np.ndarray:
+    """A plain numeric (rows, n) .npy; never unpickled (DESIGN.md: no pickle of user files)."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise _Skip(f"{path}: not a plain numeric array ({str(exc).splitlines()[0]})") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+        raise _Skip(f"{path}: {what} must be numbers, not {getattr(arr, 'dtype', type(arr))}")
+    if arr.ndim != 2 or len(arr) != rows:
+        raise _Skip(f"{path}: {what} of shape {arr.shape} for {rows} rows")
+    return arr
+
+
+def _item(run: RunDir, row: dict) -> _Item:
+    """One finished episode with everything it needs checked, or :class:`_Skip`."""
+    from robosafe.formats.video import probe
+
+    cell = Cell.of_row(row)
+    trace, act = run.trace_path(cell), run.actions_path(cell)
+    if not trace.is_file() or not act.is_file():
+        raise _Skip("trace or actions file missing")
+    eps, errors = read_episodes(trace)
+    if errors or len(eps) != 1:
+        raise _Skip(f"unreadable trace: {errors[0] if errors else trace}")
+    n = eps[0].n_steps
+    actions = _array(act, n - 1, "actions")
+    frames_dir = run.path / "frames" / cell.name
+    state_file = frames_dir / "state.npy"
+    state = _array(state_file, n, "robot state") if state_file.is_file() else None
+    videos = {}
+    for mp4 in sorted(frames_dir.glob("*.mp4")):
+        info = probe(mp4)  # an unreadable file is one line naming it (RobosafeError)
+        videos[mp4.stem] = (info["video.height"], info["video.width"])
+    return _Item(cell, row, eps[0], actions, frames_dir, state, videos)
+
+
+def _items(run: RunDir, only_safe: bool, skipped: dict[str, str],
+           excluded: set[str]) -> list[_Item]:
     out = []
     for row in run.outcomes():
         cell = Cell.of_row(row)
@@ -66,43 +117,69 @@ def _items(run: RunDir, only_safe: bool, skipped: dict[str, str]) -> list[_Item]
             continue
         if only_safe and not _flag(row.get("safe")):
             skipped[cell.name] = "unsafe (--only-safe)"
+            excluded.add(cell.name)
             continue
-        trace, act = run.trace_path(cell), run.actions_path(cell)
-        if not trace.is_file() or not act.is_file():
-            skipped[cell.name] = "trace or actions file missing"
-            continue
-        eps, errors = read_episodes(trace)
-        if errors or len(eps) != 1:
-            skipped[cell.name] = f"unreadable trace: {errors[0] if errors else trace}"
-            continue
-        actions = np.load(act, allow_pickle=False)
-        if actions.ndim != 2 or len(actions) != eps[0].n_steps - 1:
-            skipped[cell.name] = (f"{act}: {len(actions)} actions for "
-                                  f"{eps[0].n_steps} trace rows")
-            continue
-        out.append(_Item(cell, row, eps[0], actions, run.path / "frames" / cell.name))
+        try:
+            out.append(_item(run, row))
+        except RobosafeError as exc:
+            skipped[cell.name] = str(exc)
     return out
+
+
+def _consistent(items: list[_Item], skipped: dict[str, str]) -> tuple[list[_Item], bool,
+                                                                     dict[str, tuple[int, int]]]:
+    """The episodes that have what the dataset has: robot state if any episode recorded it,
+    every camera any episode recorded, at that camera's size. An episode missing one is not
+    exported (named, with the camera), rather than the camera being dropped for all."""
+    with_state = any(it.state is not None for it in items)
+    sizes: dict[str, tuple[int, int]] = {}
+    for it in items:
+        for cam, hw in it.videos.items():
+            sizes.setdefault(cam, hw)
+    keep = []
+    for it in items:
+        if with_state and it.state is None:
+            skipped[it.cell.name] = (f"{it.frames_dir / 'state.npy'} missing (other episodes "
+                                     "recorded the robot state)")
+        elif missing := [c for c in sizes if c not in it.videos]:
+            skipped[it.cell.name] = (f"camera {missing[0]}: {it.frames_dir / missing[0]}.mp4 "
+                                     "missing (other episodes recorded it)")
+        elif other := [c for c, hw in sizes.items() if it.videos[c] != hw]:
+            skipped[it.cell.name] = (f"camera {other[0]}: {it.videos[other[0]]} pixels, other "
+                                     f"episodes {sizes[other[0]]}")
+        else:
+            keep.append(it)
+    return keep, with_state, sizes
+
+
+def _nothing(run: RunDir, skipped: dict[str, str]) -> RobosafeError:
+    why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3])
+    return RobosafeError(f"{run.path}: no episode to export" + (f" ({why})" if why else ""))
 
 
 def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                overwrite: bool = False,
                on_episode: Callable[[int, int], None] | None = None) -> ExportResult:
-    """Write the finished episodes of a run directory as a LeRobot v3.0 dataset at ``out``."""
+    """Write the finished episodes of a run directory as a LeRobot v3.0 dataset at ``out``.
+    An episode that cannot be exported (crashed, missing or unreadable files, a camera the
+    others have) is left out and named in ``skipped``; the others are written."""
+    from robosafe.formats.lerobot import check_output
+
+    check_output(Path(out), overwrite)  # before reading anything
     run = open_run(run_dir)
     skipped: dict[str, str] = {}
-    items = _items(run, only_safe, skipped)
+    excluded: set[str] = set()
+    total = len(run.outcomes())
+    items, with_state, sizes = _consistent(_items(run, only_safe, skipped, excluded), skipped)
     if not items:
-        why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:3])
-        raise RobosafeError(f"{run.path}: no episode to export" + (f" ({why})" if why else ""))
+        raise _nothing(run, skipped)
     warnings: list[str] = []
     dts = {it.episode.dt for it in items}
     fps = round(1.0 / items[0].episode.dt)
     if len(dts) > 1 or abs(fps * items[0].episode.dt - 1.0) > 1e-9:
         raise RobosafeError(f"{run.path}: episodes step at {sorted(dts)} s; a LeRobot dataset "
                             "has one integer fps")
-    with_state = all((it.frames_dir / "state.npy").is_file() for it in items)
-    cams = sorted({p.stem for it in items for p in it.frames_dir.glob("*.mp4")})
-    cams = [c for c in cams if all((it.frames_dir / f"{c}.mp4").is_file() for it in items)]
+    cams = sorted(sizes)
     if not with_state:
         warnings.append(f"{run.path}: the run recorded no robot state or camera frames "
                         "(run with --record-frames, and --images for cameras): "
@@ -123,24 +200,28 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
         "next.success": {"dtype": "bool", "shape": [1], "names": None},
         **layout.features()}
-    sizes = {}
-    for c in cams:
-        from robosafe.formats.video import probe
-
-        info = probe(items[0].frames_dir / f"{c}.mp4")
-        sizes[f"observation.images.{c}"] = (info["video.height"], info["video.width"])
-    writer = DatasetWriter(out, fps=fps, features=features, cameras=sizes,
+    writer = DatasetWriter(out, fps=fps, features=features,
+                           cameras={f"observation.images.{c}": sizes[c] for c in cams},
                            robot_type=items[0].episode.meta.get("embodiment"),
                            episode_columns=VERDICTS, overwrite=overwrite)
+    written = []
     try:
         for k, it in enumerate(items):
-            _add(writer, it, with_state, cams, layout, warnings)
+            try:
+                frames, videos, task, extra = _episode(it, with_state, cams, layout, warnings)
+            except RobosafeError as exc:  # checked in full before anything is written
+                skipped[it.cell.name] = str(exc)
+            else:
+                writer.add_episode(frames, task, videos=videos, extra=extra)
+                written.append(it)
             if on_episode:
                 on_episode(k + 1, len(items))
+        if not written:
+            raise _nothing(run, skipped)
     except BaseException:
         writer.abort()
         raise
-    task_ids = sorted({it.cell.task_id for it in items})
+    task_ids = sorted({it.cell.task_id for it in written})
     writer.close({"format": FORMAT, "source_run": str(run.path), "run_id": run.run_id,
                   "policy": run.policy_name, "only_safe": only_safe,
                   "skipped": skipped, "suite": run.config.get("suite"),
@@ -149,33 +230,35 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                   "horizon": run.config.get("horizon"),
                   # the task files as run: what `import lerobot --replay` rebuilds worlds from
                   "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})
-    return ExportResult(Path(out), len(items), writer.frames, skipped, warnings)
+    return ExportResult(Path(out), len(written), writer.frames, skipped, warnings, excluded,
+                        total)
 
 
-def _add(writer: DatasetWriter, it: _Item, with_state: bool, cams: list[str],
-         layout: Layout, warnings: list[str]) -> None:
+def _episode(it: _Item, with_state: bool, cams: list[str], layout: Layout,
+             warnings: list[str]) -> tuple[dict, dict, str, dict]:
+    """The dataset rows of one episode (frames, decoded videos, task, verdicts), all decoded
+    and checked before the writer sees them: a bad one is skipped whole, never half written."""
     from robosafe.formats.video import read_frames
 
     ep = it.episode
     n = ep.n_steps
     actions = np.vstack([it.actions, it.actions[-1:] if len(it.actions)
                          else np.zeros((1, it.actions.shape[1]))])
-    if with_state:
-        state = np.load(it.frames_dir / "state.npy", allow_pickle=False)
-        if len(state) != n:
-            raise RobosafeError(f"{it.frames_dir / 'state.npy'}: {len(state)} rows for {n} "
-                                "trace rows")
-    else:
-        state = ep.eef_pos_m
+    state = it.state if with_state else ep.eef_pos_m
     done = np.zeros(n, bool)
     done[-1] = True
     safety, notes = layout.frames(ep)
-    warnings.extend(notes)
     frames = {"observation.state": state.astype(np.float32),
               "action": actions.astype(np.float32), "replay.action": actions,
               "next.done": done,
               "next.success": done & bool(ep.success), **safety}
-    videos = {f"observation.images.{c}": read_frames(it.frames_dir / f"{c}.mp4") for c in cams}
+    videos = {}
+    for c in cams:
+        path = it.frames_dir / f"{c}.mp4"
+        shot = list(read_frames(path))
+        if len(shot) != n:
+            raise _Skip(f"camera {c}: {path} has {len(shot)} frames for {n} trace rows")
+        videos[f"observation.images.{c}"] = shot
     row = it.row
     violated = [s for s in str(row.get("violated_specs") or "").split(";") if s]
     extra = {"robosafe/success": _flag(row.get("success")), "robosafe/safe": _flag(row.get("safe")),
@@ -186,5 +269,5 @@ def _add(writer: DatasetWriter, it: _Item, with_state: bool, cams: list[str],
              REPLAY_COLUMN: json.dumps({"task_id": it.cell.task_id, "seed": it.cell.seed,
                                         "language_level": it.cell.language_level,
                                         "visual_level": it.cell.visual_level})}
-    task = str(row.get("instruction") or ep.task_id)
-    writer.add_episode(frames, task, videos=videos, extra=extra)
+    warnings.extend(notes)
+    return frames, videos, str(row.get("instruction") or ep.task_id), extra

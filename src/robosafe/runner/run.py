@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
+from robosafe.outputs import DirLock, make_dir
+from robosafe.redact import redact_url
 from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run, open_run
 
 BACKENDS = ("local", "ray")
@@ -94,8 +96,12 @@ class RunConfig:
         return d
 
     def to_json(self) -> dict[str, Any]:
+        """The config as stored in run.json: credentials in a policy URL are masked (the
+        connection gets them from the in-memory spec, :attr:`RunDir.policy_spec`)."""
         d = asdict(self)
         d["seeds"] = self.seed_list()
+        d["policy"] = redact_url(self.policy)
+        d["policy_name"] = redact_url(self.policy_name)
         return d
 
     @classmethod
@@ -138,6 +144,9 @@ class CellJob:
     policy_name: str
     task_text: str
     cell: Cell
+    # the policy spec as the user gave it (run.json holds it with credentials masked); it
+    # travels in memory only, never into a file
+    policy_spec: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -203,12 +212,14 @@ def _env(job: CellJob, cfg: RunConfig):
     return env
 
 
-def _policy(cfg: RunConfig):
+def _policy(cfg: RunConfig, spec: str | None):
+    """The policy of ``spec`` (the driver's spec, with any credentials), else of run.json."""
     from robosafe.policies.base import make_policy
 
-    key = (cfg.policy, cfg.host, cfg.obs_adapter)
+    spec = spec or cfg.policy
+    key = (spec, cfg.host, cfg.obs_adapter)
     if key not in _POLICIES:
-        _POLICIES[key] = make_policy(cfg.policy, host=cfg.host, adapter=cfg.obs_adapter)
+        _POLICIES[key] = make_policy(spec, host=cfg.host, adapter=cfg.obs_adapter)
     return _POLICIES[key]
 
 
@@ -245,7 +256,7 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
     try:
         env = _env(job, cfg)
         base["task_name"] = getattr(env, "task_name", cell.task_id)
-        policy = _policy(cfg)
+        policy = _policy(cfg, job.policy_spec)
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
@@ -276,9 +287,10 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
                       "num_env_steps": len(actions)}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
+        # a client library's message can quote the URL it connected to, credentials included
         result = CellResult(cell, {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
                                    "error_type": type(exc).__name__,
-                                   "error": detail.strip().splitlines()[-1]})
+                                   "error": redact_url(detail.strip().splitlines()[-1])})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.row["wall_s"] = round(time.perf_counter() - start, 3)
@@ -324,7 +336,8 @@ def _frames(where: Path, cfg: RunConfig, env):
 
 # -- orchestration ------------------------------------------------------------------------------
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
-    """Create (or reopen with ``resume``) the run directory; the cells still to run."""
+    """Create (or reopen with ``resume``) the run directory; the cells still to run. The
+    directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
@@ -337,21 +350,32 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         check_adapter(cfg.obs_adapter)
     out = Path(out)
     if resume:
-        run = open_run(out)
-        stored = RunConfig.from_json(run.config)
-        if stored.identity() != cfg.identity():
-            raise RobosafeError(f"{out}: --resume with a different configuration than the run "
-                                "was started with (policy, tasks, episodes, seeds or levels)")
+        open_run(out)  # a clear error before anything is locked or created
     else:
+        cfg.seed_list()
         missing = [p for p in cfg.tasks.values() if not Path(p).is_file()]
         if missing:
             raise RobosafeError(f"task file not found: {missing[0]}")
-        config = {**cfg.to_json(), "policy_name": cfg.policy_name or cfg.policy,
-                  "robosafe_version": _version(),
-                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
-        run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
-    done = run.done()
+    lock = DirLock.acquire(make_dir(out), "run directory")
+    try:
+        if resume:
+            run = open_run(out)
+            stored = RunConfig.from_json(run.config)
+            if stored.identity() != cfg.identity():
+                raise RobosafeError(f"{out}: --resume with a different configuration than the "
+                                    "run was started with (policy, tasks, episodes, seeds or "
+                                    "levels)")
+        else:
+            config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
+                      "robosafe_version": _version(),
+                      "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
+            run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
+        done = run.done()
+    except BaseException:
+        lock.release()
+        raise
+    run.policy_spec, run.lock = cfg.policy, lock
     return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
 
 
@@ -367,7 +391,8 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     if backend not in BACKENDS:
         raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
     jobs = [CellJob(str(run.path.resolve()), run.config, run.policy_name,
-                    run.task_file(c.task_id).read_text(encoding="utf-8"), c) for c in cells]
+                    run.task_file(c.task_id).read_text(encoding="utf-8"), c, run.policy_spec)
+            for c in cells]
     rows = []
 
     def store(res: CellResult, get: Callable[[Any], bytes] | None = None) -> None:
@@ -385,7 +410,12 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
             _run_local(jobs, max(1, workers), store)
     finally:
         close_policies()
-        run.write_outcomes_csv()
+        try:
+            run.write_outcomes_csv()
+        finally:
+            if run.lock is not None:
+                run.lock.release()
+                run.lock = None
     return rows
 
 

@@ -26,11 +26,12 @@ import io
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from robosafe.errors import RobosafeError
+from robosafe.outputs import LOCK_FILE, DirLock
 from robosafe.stats.outcomes import COLUMNS as OUTCOME_COLUMNS
 
 FORMAT = "robosafe-run/1"
@@ -106,6 +107,10 @@ def _atomic(path: Path, opener, data: str | bytes) -> None:
 class RunDir:
     path: Path
     config: dict[str, Any]
+    # in memory only: the policy spec as given (a URL with its credentials; run.json masks
+    # them) and the writer's lock on the directory (runner.run.prepare / execute)
+    policy_spec: str | None = field(default=None, repr=False, compare=False)
+    lock: DirLock | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -207,10 +212,14 @@ def read_outcome_row(path: Path) -> dict[str, Any]:
 
 
 def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) -> RunDir:
-    """A new run directory (the config and the task files); an existing one is an error."""
+    """A new run directory (the config and the task files); an existing one is an error, and
+    so is a directory holding anything else (a run never mixes its files with others)."""
     if (path / "run.json").exists():
         raise RobosafeError(f"{path}: a run already exists here; use --resume to continue it "
                             "or choose another --out")
+    if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
+        raise RobosafeError(f"{path}: exists and is not empty (and not a run directory); "
+                            "choose another --out")
     for sub in ("tasks", "traces", "actions", "outcomes"):
         (path / sub).mkdir(parents=True, exist_ok=True)
     for task_id, src in task_files.items():
