@@ -495,7 +495,8 @@ def test_foreign_success_comes_from_next_success(tmp_path):
     assert "success" not in line.split("satisfied):")[1]
     out = json.loads(proc.stdout)
     assert [e["success"] for e in out["episodes"]] == [True, False]
-    assert out["aggregate"]["sr"] == 0.5
+    # no episode has a safety judgement: SR over scored episodes has none, SR_all is measured
+    assert out["aggregate"]["sr_all"] == 0.5 and out["aggregate"]["sr"] is None
 
 
 # ---------------------------------------------------------------- damaged runs: skip by name
