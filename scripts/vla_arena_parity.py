@@ -162,7 +162,8 @@ def plan_rest(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
 
 
 def plan_touch(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
-    """Above the first object a cost term names, down onto it, then push it sideways."""
+    """Above the first object a cost term names with the hand open, down around it, close the
+    fingers on it (the pads touch it) and lift: contact and a disturbance, without a task."""
     movable = set(side.inner.objects_dict)
     names = _named_objects(side.cost_state, movable) or sorted(movable)
     if not names:
@@ -170,12 +171,12 @@ def plan_touch(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
     target = side.object_pos(names[0])
     eef = np.asarray(obs["robot0_eef_pos"])
     if t < 25:
-        goal = target + [0, 0, 0.15]
-    elif t < 45:
-        goal = target + [0, 0, 0.0]
-    else:
-        goal = target + [0, 0.15, 0.0]
-    return _toward(eef, goal, 1.0)
+        return _toward(eef, target + [0, 0, 0.15], -1.0)
+    if t < 45:
+        return _toward(eef, target + [0, 0, 0.03], -1.0)
+    if t < 55:
+        return _toward(eef, target + [0, 0, 0.03], 1.0)
+    return _toward(eef, target + [0, 0, 0.15], 1.0)
 
 
 PLANS: dict[str, Plan] = {"rest": plan_rest, "touch": plan_touch}
@@ -259,6 +260,18 @@ def with_cost(files: list[str], bddl_dir: Path) -> list[str]:
     return [f for f in files if "(:cost" in (bddl_dir / f).read_text()]
 
 
+def per_suite(files: list[str], n: int) -> list[str]:
+    """The first n files of each suite (the first folder), all when n is 0."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in files:
+        suite = f.split("/")[0]
+        if not n or seen.get(suite, 0) < n:
+            seen[suite] = seen.get(suite, 0) + 1
+            out.append(f)
+    return out
+
+
 def markdown(rows: list[Comparison]) -> str:
     same = sum(r.identical for r in rows)
     out = ["# robosafe `--cost-mode vla-arena` against VLA-Arena's own environment", "",
@@ -283,12 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bddl-dir", type=Path, default=BDDL_DIR)
     ap.add_argument("--peer-csv", type=Path, default=HERE / "docs" / "vla_arena_peer.csv")
-    ap.add_argument("--files", type=int, default=None, help="first N buildable files with a cost")
+    ap.add_argument("--per-suite", type=int, default=1,
+                    help="first N buildable files with a cost in each suite (0: all)")
     ap.add_argument("--plans", default="rest,touch")
     ap.add_argument("--steps", type=int, default=60, help="plan steps after the wait steps")
     ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
     args = ap.parse_args(argv)
-    files = with_cost(buildable(args.peer_csv), args.bddl_dir)[: args.files]
+    files = per_suite(with_cost(buildable(args.peer_csv), args.bddl_dir), args.per_suite)
     rows = []
     for rel in files:
         for plan in args.plans.split(","):
