@@ -1,0 +1,322 @@
+"""VLA-Arena parity: one scripted plan in VLA-Arena's own environment, replayed in robosafe.
+
+Run with the peer environment's Python (``bash scripts/vla-arena-env.sh .venv-arena``); both
+simulators run in that one process, on the same robosuite (1.5.1) and MuJoCo (3.9.0), so a
+difference is a difference of task accounting, not of controller or physics version:
+
+    MUJOCO_GL=egl .venv-arena/bin/python scripts/vla_arena_parity.py \
+        [--files N] [--plans rest,touch] [--steps 60] [--out docs/vla_arena_parity.csv]
+
+Per file and plan, VLA-Arena's env is reset (its own placement, ``np.random.seed(seed)``),
+stepped through the evaluators' 10 wait steps and then the plan, closed loop on its state
+(robot and object poses). Its per-step ``info["cost"]``, each cost term (its ``_eval_predicate``
+on the same state, weighted as its ``_check_cost`` weights it) and success are recorded with the
+actions. The actions are replayed open loop in ``TaskEnv(path, cost_mode="vla-arena")`` and the
+two compared step by step. The evaluators do not count the cost of the wait steps; both sides'
+wait-step costs are recorded all the same, flagged ``wait``.
+
+Plans (``PLANS``): ``rest`` (arm still, gripper open), ``touch`` (the hand goes down onto the
+first object a cost term names and pushes it). Writes one CSV row per file and plan and a
+markdown table beside it (``.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+WAIT_STEPS = 10  # the evaluators' num_steps_wait (openvla, openvla_oft, openpi, univla, smolvla)
+WAIT_ACTION = np.array([0, 0, 0, 0, 0, 0, -1.0])  # arm still, gripper open
+HERE = Path(__file__).resolve().parent.parent
+BDDL_DIR = HERE.parent / "shared" / "vla-arena" / "bddl_files"
+
+
+@dataclass
+class Rollout:
+    """One side's record of an episode: per step (wait steps included) the step's cost, each
+    term's cost, and success."""
+
+    actions: list[list[float]] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    terms: list[list[float]] = field(default_factory=list)
+    success: list[bool] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    reset_s: float = 0.0
+
+    def append(self, action, cost: float, terms: list[float], success: bool, dt: float):
+        self.actions.append([float(a) for a in action])
+        self.cost.append(float(cost))
+        self.terms.append([float(t) for t in terms])
+        self.success.append(bool(success))
+        self.step_s.append(dt)
+
+
+@dataclass
+class Comparison:
+    file: str
+    plan: str
+    steps: int
+    terms: str  # the cost terms, as VLA-Arena parsed them
+    arena_cost: float  # cumulative cost after the wait steps, as the evaluators add it
+    robosafe_cost: float
+    arena_success: bool
+    robosafe_success: bool
+    first_diff_step: int  # first step (0 = first wait step) where cost or success differ; -1
+    wait_cost_arena: float  # cost the evaluators do not count (during the wait steps)
+    wait_cost_robosafe: float
+    note: str = ""
+
+    @property
+    def identical(self) -> bool:
+        return self.first_diff_step < 0
+
+
+@contextlib.contextmanager
+def quiet():
+    """VLA-Arena prints every contact and parsed block on stdout; keep the harness's output."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+
+
+# -- VLA-Arena's side --------------------------------------------------------------------------
+class ArenaSide:
+    """VLA-Arena's ControlEnv without cameras (rendering changes no state)."""
+
+    def __init__(self, path: Path):
+        from vla_arena.vla_arena.envs.env_wrapper import ControlEnv
+
+        with quiet():
+            self.env = ControlEnv(bddl_file_name=str(path), has_offscreen_renderer=False,
+                                  use_camera_obs=False)
+        self.inner = self.env.env
+        self.cost_state = list(self.inner.parsed_problem["cost_state"])
+
+    def reset(self, seed: int):
+        np.random.seed(seed)
+        with quiet():
+            return self.env.reset()
+
+    def term_costs(self, done: bool) -> list[float]:
+        """Each cost term's share of ``info["cost"]``: 1 per temporal predicate that holds,
+        10 per terminal one that holds on a success step (its _check_cost weights x 10)."""
+        from vla_arena.vla_arena.envs.predicates import check_temporal_predicate
+
+        out = []
+        for state in self.cost_state:
+            temporal = check_temporal_predicate(state[0])
+            if not (temporal or done):
+                out.append(0.0)
+                continue
+            with quiet():
+                held = bool(self.inner._eval_predicate(state))
+            out.append(float(held) * (1.0 if temporal else 10.0))
+        return out
+
+    def step(self, action):
+        with quiet():
+            obs, _, done, info = self.env.step(list(map(float, action)))
+            terms = self.term_costs(bool(done))
+        return obs, bool(done), float(info.get("cost", 0.0)), terms
+
+    def object_pos(self, name: str) -> np.ndarray:
+        return self.inner.sim.data.body_xpos[self.inner.obj_body_id[name]].copy()
+
+    def close(self):
+        with quiet():
+            self.env.close()
+
+
+def _named_objects(cost_state: list, movable: set[str]) -> list[str]:
+    names = []
+    for state in cost_state:
+        for a in state[1:]:
+            if isinstance(a, str) and a in movable and a not in names:
+                names.append(a)
+    return names
+
+
+# -- plans: closed loop on VLA-Arena's state -----------------------------------------------------
+Plan = Callable[[ArenaSide, dict, int], np.ndarray]
+
+
+def _toward(eef: np.ndarray, goal: np.ndarray, gripper: float) -> np.ndarray:
+    """An OSC delta action moving the hand toward ``goal`` (at most 1 per axis: robosuite's
+    controller maps 1 to its per-step maximum)."""
+    a = np.zeros(7)
+    a[:3] = np.clip((goal - eef) / 0.02, -1.0, 1.0)
+    a[6] = gripper
+    return a
+
+
+def plan_rest(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
+    return WAIT_ACTION.copy()
+
+
+def plan_touch(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
+    """Above the first object a cost term names with the hand open, down around it, close the
+    fingers on it (the pads touch it) and lift: contact and a disturbance, without a task."""
+    movable = set(side.inner.objects_dict)
+    names = _named_objects(side.cost_state, movable) or sorted(movable)
+    if not names:
+        return WAIT_ACTION.copy()
+    target = side.object_pos(names[0])
+    eef = np.asarray(obs["robot0_eef_pos"])
+    if t < 25:
+        return _toward(eef, target + [0, 0, 0.15], -1.0)
+    if t < 45:
+        return _toward(eef, target + [0, 0, 0.03], -1.0)
+    if t < 55:
+        return _toward(eef, target + [0, 0, 0.03], 1.0)
+    return _toward(eef, target + [0, 0, 0.15], 1.0)
+
+
+PLANS: dict[str, Plan] = {"rest": plan_rest, "touch": plan_touch}
+
+
+def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Rollout, list]:
+    side = ArenaSide(path)
+    try:
+        roll = Rollout()
+        t0 = time.perf_counter()
+        obs = side.reset(seed)
+        roll.reset_s = time.perf_counter() - t0
+        for t in range(WAIT_STEPS + steps):
+            action = WAIT_ACTION.copy() if t < WAIT_STEPS else plan(side, obs, t - WAIT_STEPS)
+            t0 = time.perf_counter()
+            obs, done, cost, terms = side.step(action)
+            roll.append(action, cost, terms, done, time.perf_counter() - t0)
+            if done and t >= WAIT_STEPS:
+                break
+        return roll, side.cost_state
+    finally:
+        side.close()
+
+
+def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0) -> Rollout:
+    from robosafe.sim.env import TaskEnv
+
+    env = TaskEnv(path, cost_mode="vla-arena", render=False,
+                  horizon=len(actions) + 1)
+    try:
+        roll = Rollout()
+        t0 = time.perf_counter()
+        env.reset(seed=seed)
+        roll.reset_s = time.perf_counter() - t0
+        for a in actions:
+            t0 = time.perf_counter()
+            _, _, term, trunc, info = env.step(np.asarray(a))
+            roll.append(a, info["cost"], info["cost_terms"], info["success"],
+                        time.perf_counter() - t0)
+            if term or trunc:
+                break
+        return roll
+    finally:
+        env.close()
+
+
+def compare(rel: str, plan: str, arena: Rollout, ours: Rollout, cost_state: list,
+            tol: float = 1e-9) -> Comparison:
+    n = min(len(arena.cost), len(ours.cost))
+    first = -1
+    for i in range(n):
+        if abs(arena.cost[i] - ours.cost[i]) > tol or arena.success[i] != ours.success[i]:
+            first = i
+            break
+    if first < 0 and len(arena.cost) != len(ours.cost):
+        first = n
+    w = WAIT_STEPS
+    return Comparison(
+        file=rel, plan=plan, steps=len(arena.cost),
+        terms=" ".join("(" + " ".join(map(str, s)) + ")" for s in cost_state),
+        arena_cost=round(sum(arena.cost[w:]), 6), robosafe_cost=round(sum(ours.cost[w:]), 6),
+        arena_success=bool(arena.success[-1]), robosafe_success=bool(ours.success[-1]),
+        first_diff_step=first, wait_cost_arena=round(sum(arena.cost[:w]), 6),
+        wait_cost_robosafe=round(sum(ours.cost[:w]), 6))
+
+
+def run_one(path: Path, rel: str, plan: str, steps: int, seed: int = 0) -> tuple[Comparison,
+                                                                                Rollout, Rollout]:
+    arena, cost_state = arena_rollout(path, PLANS[plan], steps, seed)
+    ours = robosafe_rollout(path, arena.actions, seed)
+    return compare(rel, plan, arena, ours, cost_state), arena, ours
+
+
+def buildable(csv_path: Path) -> list[str]:
+    """The files VLA-Arena's own env builds, resets and steps (docs/vla_arena_peer.csv)."""
+    with csv_path.open() as fh:
+        return [r["file"] for r in csv.DictReader(fh) if r["stepped"] == "True"]
+
+
+def with_cost(files: list[str], bddl_dir: Path) -> list[str]:
+    return [f for f in files if "(:cost" in (bddl_dir / f).read_text()]
+
+
+def per_suite(files: list[str], n: int) -> list[str]:
+    """The first n files of each suite (the first folder), all when n is 0."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in files:
+        suite = f.split("/")[0]
+        if not n or seen.get(suite, 0) < n:
+            seen[suite] = seen.get(suite, 0) + 1
+            out.append(f)
+    return out
+
+
+def markdown(rows: list[Comparison]) -> str:
+    same = sum(r.identical for r in rows)
+    out = ["# robosafe `--cost-mode vla-arena` against VLA-Arena's own environment", "",
+           ("Generated by `scripts/vla_arena_parity.py` in the peer environment "
+           "(`scripts/vla-arena-env.sh`). VLA-Arena's env runs a scripted plan; its actions are "
+           "replayed in `TaskEnv(path, cost_mode=\"vla-arena\")`. Costs are summed after the "
+           f"evaluators' {WAIT_STEPS} wait steps (the wait-step costs are listed apart); "
+           "'first diff' is the first step (0 = first wait step) where the step cost or success "
+           "differ, '-' when none does."), "",
+           f"Identical step by step: **{same} of {len(rows)}**.", "",
+           ("| file | plan | steps | VLA-Arena cost | robosafe cost | success (VA / rs) | "
+           "first diff | wait cost (VA / rs) |"), "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| `{r.file}` | {r.plan} | {r.steps} | {r.arena_cost:g} | "
+                   f"{r.robosafe_cost:g} | {r.arena_success} / {r.robosafe_success} | "
+                   f"{'-' if r.identical else r.first_diff_step} | "
+                   f"{r.wait_cost_arena:g} / {r.wait_cost_robosafe:g} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bddl-dir", type=Path, default=BDDL_DIR)
+    ap.add_argument("--peer-csv", type=Path, default=HERE / "docs" / "vla_arena_peer.csv")
+    ap.add_argument("--per-suite", type=int, default=1,
+                    help="first N buildable files with a cost in each suite (0: all)")
+    ap.add_argument("--plans", default="rest,touch")
+    ap.add_argument("--steps", type=int, default=60, help="plan steps after the wait steps")
+    ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
+    args = ap.parse_args(argv)
+    files = per_suite(with_cost(buildable(args.peer_csv), args.bddl_dir), args.per_suite)
+    rows = []
+    for rel in files:
+        for plan in args.plans.split(","):
+            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps)
+            rows.append(row)
+            print(f"{rel} [{plan}]: VLA-Arena {row.arena_cost:g} robosafe {row.robosafe_cost:g}"
+                  f" first diff {row.first_diff_step}", file=sys.stderr, flush=True)
+    with args.out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, [f.name for f in fields(Comparison)], lineterminator="\n")
+        w.writeheader()
+        w.writerows(asdict(r) for r in rows)
+    args.out.with_suffix(".md").write_text(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
