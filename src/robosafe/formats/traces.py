@@ -44,7 +44,7 @@ import yaml
 from robosafe.errors import DatasetError, RobosafeError
 from robosafe.formats.lerobot import Dataset
 from robosafe.textio import parse_json
-from robosafe.trace.episode import Episode
+from robosafe.trace.episode import ROLES, Episode
 from robosafe.trace.validate import check_episode, task_tags_from_record
 
 TRACE_COLUMN = "robosafe/trace"
@@ -299,8 +299,8 @@ def _own(ds: Dataset) -> Imported:
 
         notes.append(f"episodes {_span(foreign)} have no robosafe record (added by another "
                      "tool, or merged without robosafe's side file): read from their safety.* "
-                     "frames as foreign episodes (success from next.success; no body roles, "
-                     "target or task tags)")
+                     "frames as foreign episodes (success from next.success; body roles from "
+                     "meta/robosafe.json, else 'other'; no target or task tags)")
     missing = set(FAMILIES) - {f for e in out for f in e.signal_families()}
     fams = profiles_doc()["families"]
     return Imported(out, {k: fams[k] for k in FAMILIES if k in missing and k in fams}, notes,
@@ -323,9 +323,14 @@ def _frames_header(ds: Dataset, f: dict[str, np.ndarray], idx: int, where: str) 
                                  ("cost", "safety.cost")) if feat in f}
     task = ds.task(f["task_index"][0], where) if "task_index" in f else ""
     tau = f.get("safety.joint_torque_nm")
+    # the scene's roles when robosafe's dataset marker is still there (lerobot appended to
+    # it); a merge made elsewhere has none: "other" plays no scored role
+    known = (ds.robosafe or {}).get("body_roles")
+    known = known if isinstance(known, dict) else {}
+    roles = {b: known.get(b) if known.get(b) in ROLES else "other" for b in contact}
     return {"episode_id": f"{ds.root.name}/episode_{idx:06d}", "benchmark": "lerobot",
             "task_id": task_name(task), "success": _frame_success(f, where),
-            "dt": 1.0 / float(ds.fps), "target_object": None, "body_roles": {},
+            "dt": 1.0 / float(ds.fps), "target_object": None, "body_roles": roles,
             "body_names": bodies, "quat_names": quats, "contact_names": contact,
             "families": sorted(has), "joints": 0 if tau is None else tau.shape[1],
             "instance_id": f"episode_{idx:06d}",
