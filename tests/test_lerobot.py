@@ -119,9 +119,15 @@ def test_independent_reader_checks_the_exported_dataset(run_dir, dataset):
     ep_col = read_column(table, "episode_index", feats["episode_index"])
     stats = json.loads((dataset / "meta/stats.json").read_text())
     actions = read_column(table, "action", feats["action"])
+    # lerobot's rules: float32 features averaged in float32 per episode, episodes pooled
     np.testing.assert_allclose(stats["action"]["mean"], actions.astype(float).mean(0),
-                               rtol=1e-9, atol=1e-12)
+                               rtol=1e-6, atol=1e-7)
     assert stats["action"]["count"] == [table.num_rows]
+    for q in ("q01", "q10", "q50", "q90", "q99"):
+        assert len(stats["action"][q]) == 7
+    assert not any(k.startswith("robosafe/") for k in episodes[0])  # lerobot's columns only
+    records = {r["episode_index"]: r for r in
+               pq.read_table(dataset / "meta/robosafe_episodes.parquet").to_pylist()}
 
     for ep in episodes:
         e = ep["episode_index"]
@@ -135,6 +141,8 @@ def test_independent_reader_checks_the_exported_dataset(run_dir, dataset):
         np.testing.assert_allclose(ts, fi / 20.0, atol=1e-6)
         task = tasks[int(read_column(part, "task_index", feats["task_index"])[0])]
         assert ep["tasks"] == [task]
+        assert all(np.isfinite(ep[f"stats/action/{q}"]).all() for q in ("q01", "q99"))
+        ep = ep | records[e]
         header = json.loads(ep[TRACE_COLUMN])
         row = rows[header["task_id"]]
         assert task == row["instruction"]
@@ -216,7 +224,7 @@ def test_only_safe_keeps_the_safe_demonstrations(run_dir, tmp_path):
     out = json.loads(proc.stdout)
     assert out["episodes"] == 1
     assert list(out["skipped"].values()) == ["unsafe (--only-safe)"]
-    eps = pq.read_table(tmp_path / "safe/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    eps = pq.read_table(tmp_path / "safe/meta/robosafe_episodes.parquet").to_pylist()
     assert [json.loads(e[TRACE_COLUMN])["task_id"] for e in eps] == ["turn_off_stove"]
     assert [e["robosafe/safe"] for e in eps] == [True]
     assert read_info(tmp_path / "safe")["total_episodes"] == 1
@@ -234,16 +242,28 @@ def test_safety_features_round_trip_exactly_and_mark_absence(tmp_path):
     a, b = two_episodes()
     lay = write_robosafe(tmp_path / "d", [a, b])
     assert lay.bodies == ["bowl", "plate"]
-    assert lay.pairs == [("bowl", "table"), ("link7", "table")]
+    # one column per pair of the scene's five contact bodies, whatever touched
+    names = ["bowl|hand", "bowl|link7", "bowl|plate", "bowl|table", "hand|link7", "hand|plate",
+             "hand|table", "link7|plate", "link7|table", "plate|table"]
+    assert [f"{a}|{b}" for a, b in lay.pairs] == names
     feats = read_info(tmp_path / "d")["features"]
-    assert feats["safety.contact_force_n"]["names"] == ["bowl|table", "link7|table"]
+    assert feats["safety.contact_force_n"]["names"] == names
+    assert feats["safety.in_contact"]["names"] == names
+    assert feats["safety.in_contact"]["dtype"] == "bool"
     table = pq.read_table(tmp_path / "d/data/chunk-000/file-000.parquet")
     forces = read_column(table, "safety.contact_force_n", feats["safety.contact_force_n"])
-    # episode a: step 1 link7-table 50 N; step 2 a zero-force touch stays a contact (0, not NaN)
-    np.testing.assert_array_equal(forces[1], [np.nan, 50.0])
-    np.testing.assert_array_equal(forces[2], [3.0, 0.0])
+    touch = read_column(table, "safety.in_contact", feats["safety.in_contact"])
+    # episode a: step 1 link7-table 50 N; step 2 a zero-force touch stays a contact (mask)
+    assert forces[1].tolist() == [0.0] * 8 + [50.0, 0.0]
+    assert np.flatnonzero(touch[1]).tolist() == [8]
+    assert forces[2].tolist() == [0.0] * 3 + [3.0] + [0.0] * 6
+    assert np.flatnonzero(touch[2]).tolist() == [3, 8]
+    assert not touch[4:].any() and not forces[4:].any()  # episode b touched nothing
     pos = read_column(table, "safety.body_pos_m", feats["safety.body_pos_m"])
-    assert np.isnan(pos[4:, 3:]).all()  # episode b has no plate
+    assert (pos[4:, 3:] == 0).all()  # episode b has no plate: 0, its record says so
+    for name in feats:
+        if feats[name]["dtype"].startswith("float"):
+            assert np.isfinite(read_column(table, name, feats[name])).all(), name
     imp = read_traces(Dataset(tmp_path / "d"))
     assert not imp.errors
     got = {e.episode_id: e for e in imp.episodes}
@@ -260,7 +280,7 @@ def test_repeated_contacts_of_one_pair_are_merged_and_said(tmp_path):
     ep = make_episode(n, contacts=[[("link7", "table", 5.0), ("link7", "table", 9.0)], []],
                       eef=np.zeros((n, 3)))
     frames, notes = Layout.of([ep]).frames(ep)
-    assert frames["safety.contact_force_n"][0].tolist() == [9.0]
+    assert frames["safety.contact_force_n"][0].tolist() == [0.0] * 8 + [9.0, 0.0]
     assert notes == [("episode ep: 1 repeated contacts of one body pair in one step kept as "
                      "their largest force")]
 
@@ -338,7 +358,7 @@ def test_collect_writes_seeded_demonstrations_with_videos_using_two_workers(tmp_
     info = read_info(tmp_path / "c")
     assert [k for k, v in info["features"].items() if v["dtype"] == "video"] == [
         "observation.images.agentview", "observation.images.robot0_eye_in_hand"]
-    eps = pq.read_table(tmp_path / "c/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    eps = pq.read_table(tmp_path / "c/meta/robosafe_episodes.parquet").to_pylist()
     heads = [json.loads(e[TRACE_COLUMN]) for e in eps]
     assert [h["seed"] for h in heads] == [0, 1]  # same seeds as `robosafe run -n 2`
     assert [h["policy"] for h in heads] == ["scripted-careful"] * 2
@@ -393,7 +413,7 @@ def test_replay_recovers_the_run_and_flags_a_tampered_episode(run_dir, dataset, 
                "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    eps = pq.read_table(bad / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    eps = pq.read_table(bad / "meta/robosafe_episodes.parquet").to_pylist()
     ep0 = json.loads(eps[0][TRACE_COLUMN])["episode_id"]
     assert out["diverged"] == [ep0]
     assert sum("the replay diverges" in ln for ln in proc.stderr.splitlines()) == 1
@@ -407,18 +427,35 @@ def test_replay_of_a_foreign_dataset_needs_its_host(tmp_path):
     assert proc.stderr.count("\n") == 1 and "LIBERO host" in proc.stderr
 
 
-def test_image_stats_are_per_channel_moments_in_unit_range():
-    from robosafe.formats.lerobot import _image_moments, _image_stats
+def test_quantile_stats_follow_lerobots_histogram_rule():
+    from robosafe.formats.lerobot_stats import BINS, feature_stats
 
-    rng = np.random.default_rng(3)
-    frames = rng.integers(10, 200, (4, 6, 5, 3), dtype=np.uint8)
-    got = _image_stats(_image_moments(frames))
-    x = frames.reshape(-1, 3) / 255.0
-    for key, ref in (("min", x.min(0)), ("max", x.max(0)), ("mean", x.mean(0)),
-                     ("std", x.std(0))):
-        np.testing.assert_allclose(np.array(got[key]).reshape(3), ref, rtol=1e-12, atol=1e-12)
-        assert np.array(got[key]).shape == (3, 1, 1)
-    assert got["count"] == [4]
+    s = feature_stats(np.array([0.0, 1.0, 2.0, 3.0]))
+    assert (s["min"].tolist(), s["max"].tolist(), s["mean"].tolist()) == ([0.0], [3.0], [1.5])
+    assert s["std"].tolist() == [np.sqrt(1.25)] and s["count"].tolist() == [4]
+    width = (3 + 2e-10) / BINS
+    # q01: 0.04 values lie below the first bin's upper edge: the range's lower end
+    assert s["q01"].tolist() == [-1e-10]
+    # q50: the 2nd value (1.0) fills its bin; 2.0 of 4 counts is that bin's upper edge
+    assert 1.0 < s["q50"][0] <= 1.0 + width
+    # q99: 3.96 counts, 0.96 of the way through the last value's bin
+    assert 3.0 - width < s["q99"][0] < 3.0 + 1e-10
+    one = feature_stats(np.array([[2.0, 5.0]]))  # one frame: quantiles are the mean
+    assert one["q01"].tolist() == one["q99"].tolist() == [2.0, 5.0]
+
+
+def test_image_stats_sample_frames_and_are_per_channel_in_unit_range():
+    from robosafe.formats.lerobot_stats import image_stats, sample_frames
+
+    frames = np.full((200, 6, 5, 3), 51, np.uint8)  # 51 / 255 = 0.2
+    frames[:, :, :, 2] = 255
+    got = image_stats(frames)
+    assert got["count"].tolist() == [100]  # 200 frames: lerobot looks at 100 of them
+    assert got["mean"].shape == (3, 1, 1)
+    np.testing.assert_allclose(got["mean"].ravel(), [0.2, 0.2, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(got["q50"].ravel(), [0.2, 0.2, 1.0], rtol=1e-6)
+    assert sample_frames(5).tolist() == [0, 1, 2, 3, 4]
+    assert sample_frames(200)[[0, -1]].tolist() == [0, 199] and len(sample_frames(200)) == 100
 
 
 def test_a_failed_write_leaves_nothing_and_other_directories_are_not_replaced(tmp_path):

@@ -23,6 +23,7 @@ from robosafe.formats.traces import REPLAY_COLUMN, TRACE_COLUMN
 
 DATA = "data/chunk-000/file-000.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+RECORDS = "meta/robosafe_episodes.parquet"  # robosafe's per-episode records
 FILES = ("meta/info.json", "meta/robosafe.json", "meta/tasks.parquet", EPISODES, DATA)
 CASES = 120
 
@@ -88,9 +89,10 @@ def mutate(root: Path, outside: Path, rng: np.random.Generator) -> str:
         (root / rel).symlink_to(outside / rel)
         return f"symlink {rel} -> outside"
     if kind == 6:
-        t = pq.read_table(root / EPISODES)
         name = ["episode_index", "length", "data/chunk_index", "data/file_index",
                 TRACE_COLUMN][rng.integers(5)]
+        target = RECORDS if name == TRACE_COLUMN else EPISODES
+        t = pq.read_table(root / target)
         col = t.column(name).to_pylist()
         if name == TRACE_COLUMN:
             head = json.loads(col[0])
@@ -102,7 +104,7 @@ def mutate(root: Path, outside: Path, rng: np.random.Generator) -> str:
             col[0] = [None, -1, 2 ** 62, col[1]][rng.integers(4)]  # col[1]: a duplicate
         i = t.column_names.index(name)
         pq.write_table(t.set_column(i, name, pa.array(col, t.schema.field(name).type)),
-                       root / EPISODES)
+                       root / target)
         return f"episodes.{name}[0] = {col[0]!r:.60}"
     t = pq.read_table(root / DATA)
     name = t.column_names[rng.integers(t.num_columns)]

@@ -21,6 +21,7 @@ from robosafe.formats.traces import REPLAY_COLUMN, read_traces
 
 DATA = "data/chunk-000/file-000.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+RECORDS = "meta/robosafe_episodes.parquet"  # robosafe's per-episode records
 
 
 def set_info(root: Path, **fields) -> None:
@@ -257,7 +258,8 @@ def test_nan_in_a_foreign_state_is_a_skipped_episode_and_valid_json(tmp_path):
 
 
 def test_an_absurd_contact_force_is_a_skipped_episode_and_valid_json(own):
-    set_list_value(own / DATA, "safety.contact_force_n", 3, 1e308)  # episode a, step 1
+    # episode a, step 1, link7|table (the 9th of 10 pairs), a contact
+    set_list_value(own / DATA, "safety.contact_force_n", 10 + 8, 1e308)
     proc = run("score", str(own), "--json")  # with the bootstrap, which summed to inf - inf
     assert proc.returncode == 2
     assert errors(proc)[0] == (f"robosafe: skipped: {own}: episode 0: episode 'a': "
@@ -299,10 +301,10 @@ def test_success_contradicting_next_success_is_unknown_and_said(tmp_path):
 
 
 def test_import_says_n_of_m_and_exits_2_when_an_episode_is_skipped(own, tmp_path):
-    t = pq.read_table(own / EPISODES)
+    t = pq.read_table(own / RECORDS)
     heads = t.column("robosafe/trace").to_pylist()
     heads[1] = "{"
-    edit_table(own / EPISODES, "robosafe/trace", pa.array(heads))
+    edit_table(own / RECORDS, "robosafe/trace", pa.array(heads))
     out = tmp_path / "t.jsonl"
     proc = run("import", "lerobot", str(own), "--out", str(out), "--json")
     assert proc.returncode == 2  # before: exit 0 with 1 of 2 written
@@ -327,7 +329,7 @@ def test_import_of_short_data_keeps_the_complete_episode(own, tmp_path):
 
 
 def test_import_of_no_readable_episode_writes_nothing(own, tmp_path):
-    edit_table(own / EPISODES, "robosafe/trace", pa.array(["[", "["]))
+    edit_table(own / RECORDS, "robosafe/trace", pa.array(["[", "["]))
     proc = run("import", "lerobot", str(own), "--out", str(tmp_path / "t.jsonl"))
     assert proc.returncode == 2 and not (tmp_path / "t.jsonl").exists()
     assert errors(proc)[-1] == (f"robosafe: error: {own}: none of the 2 episodes could be "

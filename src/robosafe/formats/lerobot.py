@@ -6,7 +6,9 @@ Layout (LeRobot ``codebase_version`` "v3.0", learned from lerobot's public sourc
     ROOT/meta/tasks.parquet                      one row per task: task (pandas index), task_index
     ROOT/meta/episodes/chunk-000/file-000.parquet   one row per episode: length, tasks, where its
                                                  frames and video segments are, per-episode stats
-    ROOT/meta/stats.json                         min / max / mean / std / count per feature
+    ROOT/meta/stats.json                         min / max / mean / std / count / q01..q99
+    ROOT/meta/robosafe_episodes.parquet          robosafe's own per-episode record (one row
+                                                 per episode it wrote, keyed by episode_index)
     ROOT/data/chunk-000/file-000.parquet         one row per frame
     ROOT/videos/<key>/chunk-000/file-000.mp4     the frames of every episode of one camera
 
@@ -34,12 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robosafe.errors import DatasetError
+from robosafe.formats.lerobot_stats import Stats, as_lists, feature_stats, fold, image_stats
 from robosafe.textio import MAX_FIELD_WIDTH, fill_template, inside, read_json
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
-DATA_FILE_MB, VIDEO_FILE_MB = 100, 500
+DATA_FILE_MB, VIDEO_FILE_MB = 100, 200  # lerobot 0.6's defaults
 INFO_PATH, STATS_PATH, TASKS_PATH = "meta/info.json", "meta/stats.json", "meta/tasks.parquet"
+RECORDS_PATH = "meta/robosafe_episodes.parquet"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
@@ -77,84 +81,6 @@ def _column(values: np.ndarray, typ: pa.DataType) -> pa.Array:
     return pa.array(np.asarray(values).reshape(-1), typ)
 
 
-# --------------------------------------------------------------------------- statistics
-
-@dataclass
-class _Moments:
-    """Running min / max / mean / std of one feature (NaN values left out)."""
-
-    n: np.ndarray | None = None
-    total: np.ndarray | None = None
-    sq: np.ndarray | None = None
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-    frames: int = 0
-
-    def add(self, x: np.ndarray) -> None:
-        x = np.asarray(x, dtype=np.float64)
-        ok = ~np.isnan(x)
-        z = np.where(ok, x, 0.0)
-        parts = (ok.sum(0), z.sum(0), (z * z).sum(0),
-                 np.where(ok, x, np.inf).min(0), np.where(ok, x, -np.inf).max(0))
-        if self.n is None:
-            self.n, self.total, self.sq, self.lo, self.hi = parts
-        else:
-            self.n = self.n + parts[0]
-            self.total, self.sq = self.total + parts[1], self.sq + parts[2]
-            self.lo, self.hi = np.minimum(self.lo, parts[3]), np.maximum(self.hi, parts[4])
-        self.frames += x.shape[0]
-
-    def merge(self, other: _Moments) -> None:
-        if other.n is None:
-            return
-        if self.n is None:
-            self.n, self.total, self.sq, self.lo, self.hi = (
-                other.n, other.total, other.sq, other.lo, other.hi)
-        else:
-            self.n, self.total, self.sq = self.n + other.n, self.total + other.total, \
-                self.sq + other.sq
-            self.lo, self.hi = np.minimum(self.lo, other.lo), np.maximum(self.hi, other.hi)
-        self.frames += other.frames
-
-    def result(self) -> dict[str, Any]:
-        n = np.maximum(self.n, 1)
-        mean = self.total / n
-        std = np.sqrt(np.maximum(self.sq / n - mean * mean, 0.0))
-        empty = self.n == 0  # a column that is NaN in every frame has no statistics
-        pick = [np.where(empty, np.nan, v) for v in (self.lo, self.hi, mean, std)]
-        out = {k: v.tolist() for k, v in zip(("min", "max", "mean", "std"), pick)}
-        out["count"] = [self.frames]
-        return out
-
-
-def _json_safe(stats: dict) -> dict:
-    """NaN (no value in any frame) becomes null: JSON has no NaN."""
-    def fix(v):
-        if isinstance(v, list):
-            return [fix(x) for x in v]
-        return None if isinstance(v, float) and math.isnan(v) else v
-    return {k: {s: fix(v) for s, v in d.items()} for k, d in stats.items()}
-
-
-_LEVELS = np.arange(256) / 255.0
-
-
-def _image_moments(frames: np.ndarray) -> _Moments:
-    """Per-channel statistics of RGB frames in [0, 1] (LeRobot's image stats, shape (3,1,1)),
-    from a 256-bin histogram per channel: exact, without a float copy of the frames."""
-    flat = np.ascontiguousarray(frames, dtype=np.uint8).reshape(-1, 3)
-    hist = np.stack([np.bincount(flat[:, c], minlength=256) for c in range(3)])
-    seen = hist > 0
-    return _Moments(n=hist.sum(1), total=hist @ _LEVELS, sq=hist @ (_LEVELS * _LEVELS),
-                    lo=_LEVELS[seen.argmax(1)], hi=_LEVELS[255 - seen[:, ::-1].argmax(1)],
-                    frames=frames.shape[0])
-
-
-def _image_stats(m: _Moments) -> dict[str, Any]:
-    r = m.result()
-    return {k: ([[[x]] for x in v] if k != "count" else v) for k, v in r.items()}
-
-
 # --------------------------------------------------------------------------- writer
 
 def _tasks_table(tasks: list[str]) -> pa.Table:
@@ -178,7 +104,7 @@ def _tasks_table(tasks: list[str]) -> pa.Table:
 @dataclass
 class _Video:
     writer: Any
-    moments: _Moments = field(default_factory=_Moments)
+    stats: list[Stats] = field(default_factory=list)
 
 
 def check_output(path: Path, overwrite: bool = False) -> None:
@@ -238,7 +164,9 @@ class DatasetWriter:
         self.tasks: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.frames = 0
-        self.stats = {k: _Moments() for k in [*self.features, *DEFAULT_FEATURES]}
+        self.stats: dict[str, list[Stats]] = {k: [] for k in [*self.features,
+                                                             *DEFAULT_FEATURES]}
+        self.records: list[dict[str, Any]] = []  # robosafe's per-episode side rows
         self._data: pq.ParquetWriter | None = None
         self._videos: dict[str, _Video] = {}
 
@@ -271,6 +199,13 @@ class DatasetWriter:
         if n == 0 or any(v != n for v in lengths.values()):
             raise DatasetError(f"episode frames have different or zero lengths: {lengths}")
         ep = len(self.rows)
+        for name, values in frames.items():
+            if self.features[name]["dtype"].startswith("float") and \
+                    not np.isfinite(values).all():
+                # lerobot's tools read NaN as missing data (lerobot-doctor fails the dataset,
+                # a merge turns it into nulls no loader reads): a feature says "absent" with
+                # a value and a mask, never NaN
+                raise DatasetError(f"episode {ep}: feature {name} has NaN or infinite values")
         task_index = self.tasks.setdefault(task, len(self.tasks))
         cols = dict(frames)
         cols |= {"timestamp": (np.arange(n) / self.fps).astype(np.float32),
@@ -281,10 +216,15 @@ class DatasetWriter:
         batch = pa.record_batch([_column(cols[f.name], f.type) for f in self.schema],
                                 schema=self.schema)
         self._data_writer().write_batch(batch)
+        # the columns and their order of lerobot 0.6's writer: a dataset lerobot appends to
+        # (resume) gets episode files that must load beside these as one table
         row: dict[str, Any] = {
             "episode_index": ep, "tasks": [task], "length": n,
             "data/chunk_index": 0, "data/file_index": 0,
             "dataset_from_index": self.frames, "dataset_to_index": self.frames + n}
+        ep_stats: dict[str, Stats] = {}
+        for name in self.stats:
+            ep_stats[name] = feature_stats(self._stats_values(name, cols[name], n))
         for key in self.cameras:
             if videos is None or key not in videos:
                 raise DatasetError(f"episode {ep}: no frames for camera {key}")
@@ -296,23 +236,30 @@ class DatasetWriter:
                                    f"for {n} data frames")
             for img in shot:
                 v.writer.add(img)
-            ep_m = _image_moments(shot)
-            v.moments.merge(ep_m)
+            ep_stats[key] = image_stats(shot)
             row |= {f"videos/{key}/chunk_index": 0, f"videos/{key}/file_index": 0,
                     f"videos/{key}/from_timestamp": start / self.fps,
                     f"videos/{key}/to_timestamp": (start + n) / self.fps}
-            row |= {f"stats/{key}/{s}": v for s, v in _image_stats(ep_m).items()}
-        for name, m in self.stats.items():
-            ep_m = _Moments()
-            x = np.asarray(cols[name], dtype=np.float64).reshape(n, -1)
-            ep_m.add(x)
-            m.merge(ep_m)
-            row |= {f"stats/{name}/{s}": v for s, v in ep_m.result().items()}
+        for name, st in ep_stats.items():
+            (self._videos[name].stats if name in self._videos else self.stats[name]).append(st)
+            row |= {f"stats/{name}/{k}": v for k, v in as_lists(st).items()}
         row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
-        row |= dict(extra or {})
         self.rows.append(row)
+        if extra:
+            self.records.append({"episode_index": ep, "length": n,
+                                 "dataset_from_index": self.frames, **extra})
         self.frames += n
         return ep
+
+    def _stats_values(self, name: str, values: np.ndarray, n: int) -> np.ndarray:
+        """A feature's values as lerobot's writer holds them when it computes statistics."""
+        if name == "timestamp":  # Python floats frame_index / fps there
+            return np.arange(n) / self.fps
+        if name in DEFAULT_FEATURES:
+            return np.asarray(values, dtype=np.int64)
+        return np.asarray(values, dtype=self.features[name]["dtype"]).reshape(n, -1) \
+            if self.features[name]["shape"] != [1] else \
+            np.asarray(values, dtype=self.features[name]["dtype"]).reshape(n)
 
     def close(self, sidecar: dict[str, Any] | None = None) -> Path:
         """Finish the files and write meta/ (``sidecar`` goes to meta/robosafe.json)."""
@@ -328,14 +275,15 @@ class DatasetWriter:
 
             features[key] = {"dtype": "video", "shape": [h, w, 3],
                              "names": ["height", "width", "channels"],
-                             "info": probe(v.writer.path)}
+                             "info": probe(v.writer.path) | {"is_depth_map": False}}
         features |= DEFAULT_FEATURES
         self._write_episodes()
         tasks = sorted(self.tasks, key=self.tasks.get)
         pq.write_table(_tasks_table(tasks), self.root / TASKS_PATH)
-        stats = {k: m.result() for k, m in self.stats.items()}
-        stats |= {k: _image_stats(v.moments) for k, v in self._videos.items()}
-        _write_json(self.root / STATS_PATH, _json_safe(stats))
+        stats = {k: as_lists(fold(v)) for k, v in self.stats.items()}
+        stats |= {k: as_lists(fold(v.stats)) for k, v in self._videos.items()}
+        _write_json(self.root / STATS_PATH, stats)
+        self._write_records()
         info = {
             "codebase_version": CODEBASE_VERSION, "robot_type": self.robot_type,
             "total_episodes": len(self.rows), "total_frames": self.frames,
@@ -351,6 +299,18 @@ class DatasetWriter:
             shutil.rmtree(self.final)
         os.replace(self.root, self.final)
         return self.final
+
+    def _write_records(self) -> None:
+        """robosafe's per-episode record beside lerobot's tables, where lerobot's writer leaves
+        it alone: extra columns in meta/episodes made lerobot's own episode files (resume)
+        unloadable beside robosafe's."""
+        if not self.records:
+            return
+        names = list(dict.fromkeys(k for r in self.records for k in r))
+        types = {"episode_index": pa.int64(), "length": pa.int64(),
+                 "dataset_from_index": pa.int64(), **self.episode_columns}
+        arrays = [pa.array([r.get(k) for r in self.records], types.get(k)) for k in names]
+        pq.write_table(pa.Table.from_arrays(arrays, names=names), self.root / RECORDS_PATH)
 
     def _write_episodes(self) -> None:
         names = list(dict.fromkeys(k for r in self.rows for k in r))
@@ -478,6 +438,8 @@ class Dataset:
                           chunk_index=0, file_index=0)
         self.tasks = self._tasks()
         self.episodes = self._episodes()
+        self.notes: list[str] = []
+        self._attach_records()
         self.robosafe = self._sidecar()
         self._tables: dict[str, pa.Table] = {}
 
@@ -549,6 +511,34 @@ class Dataset:
                 rows.append(r)
         return sorted(rows, key=lambda r: r["episode_index"])
 
+    def _attach_records(self) -> None:
+        """Merge robosafe's per-episode records (``meta/robosafe_episodes.parquet``) into the
+        episode rows they describe. A record is used only when its episode's index, length and
+        first frame still match: another tool may have rewritten or renumbered the episodes."""
+        path = self.root / RECORDS_PATH
+        if not path.is_file():
+            return
+        table = self._read(self._file(RECORDS_PATH, RECORDS_PATH))
+        keys = ("episode_index", "length", "dataset_from_index")
+        for need in keys:
+            if need not in table.column_names:
+                raise DatasetError(f"{path}: missing column {need!r}")
+        rows = {r["episode_index"]: r for r in self.episodes}
+        stale, seen = [], set()
+        for k, rec in enumerate(table.to_pylist()):
+            idx = _index(rec["episode_index"], f"{path}: row {k}: episode_index")
+            if idx in seen:
+                raise DatasetError(f"{path}: row {k}: episode {idx} has two records")
+            seen.add(idx)
+            row = rows.get(idx)
+            if row is None or any(row.get(c) != rec[c] for c in keys[1:]):
+                stale.append(idx)
+                continue
+            row.update({c: v for c, v in rec.items() if c not in keys})
+        if stale:
+            self.notes.append(f"{RECORDS_PATH}: records of episodes {_span(stale)} match no "
+                              "episode of the same index, length and first frame; not used")
+
     def episode(self, index: int) -> dict[str, Any]:
         for r in self.episodes:
             if r["episode_index"] == index:
@@ -613,6 +603,14 @@ class Dataset:
                              file_index=_index(row[cols[1]], f"{where}: {cols[1]}"))
         start, stop = (_timestamp(row[c], f"{where}: {c}") * self.fps for c in cols[2:])
         return np.stack(list(read_frames(path, round(start), round(stop))))
+
+
+def _span(indices: list[int]) -> str:
+    """Episode indices for a message: '3', '3-5' or '3, 7, 9' (at most 10 named)."""
+    xs = sorted(indices)
+    if len(xs) > 1 and xs == list(range(xs[0], xs[-1] + 1)):
+        return f"{xs[0]}-{xs[-1]}"
+    return ", ".join(map(str, xs[:10])) + (f" (+{len(xs) - 10} more)" if len(xs) > 10 else "")
 
 
 def _timestamp(v: Any, where: str) -> float:

@@ -5,13 +5,19 @@ Out: every App. B family a trace recorded (SafeVLA-Bench App. B, Table 13) becom
 
 - ``safety.eef_pos_m`` (3,), ``safety.gripper_contact`` bool, ``safety.cost`` (CBDDL cost);
 - ``safety.body_pos_m`` (3 B,) and ``safety.body_quat_wxyz`` (4 Q,) over the union of the
-  episodes' pose bodies, named ``<body>.x`` ... ``<body>.w``; NaN where an episode lacks a body;
-- ``safety.contact_force_n`` (P,) over the union of contacting body pairs, named ``<a>|<b>``:
-  the pair's contact force at that frame, NaN when the pair is not in contact (a trace holds at
-  most one contact per pair and step; the recorder merges MuJoCo's contacts that way);
+  episodes' pose bodies, named ``<body>.x`` ... ``<body>.w``;
+- ``safety.contact_force_n`` (P,) and ``safety.in_contact`` (P,) bool, one column per pair of
+  the scene's contact bodies (every pair of the union of the episodes' ``contact_names``, which
+  the recorder takes from the scene, not from what touched), named ``<a>|<b>``: the pair's
+  force, 0 with ``in_contact`` false when it is not in contact (a trace holds at most one
+  contact per pair and step; the recorder merges MuJoCo's contacts that way). So the schema is
+  fixed by the task: a careful and a careless dataset of one task have the same features and
+  lerobot's ``aggregate_datasets`` merges them;
 - ``safety.joint_torque_nm`` (J,).
 
-All float64, so the trace comes back bit for bit. What is not per frame (ids, roles, target,
+All float64, so the trace comes back bit for bit. No NaN anywhere (lerobot's tools read NaN as
+missing data): a family or body an episode lacks is 0 in its frames, and the episode's
+``robosafe/trace`` record says what it has. What is not per frame (ids, roles, target,
 seed, task tags, which families the episode has) is one JSON column ``robosafe/trace`` of
 ``meta/episodes``, and ``meta/robosafe.json`` marks the dataset as robosafe's.
 
@@ -38,7 +44,7 @@ import yaml
 from robosafe.errors import DatasetError, RobosafeError
 from robosafe.formats.lerobot import Dataset
 from robosafe.textio import parse_json
-from robosafe.trace.episode import Episode
+from robosafe.trace.episode import ROLES, Episode
 from robosafe.trace.validate import check_episode, task_tags_from_record
 
 TRACE_COLUMN = "robosafe/trace"
@@ -72,21 +78,22 @@ class Layout:
     @classmethod
     def of(cls, episodes: list[Episode]) -> Layout:
         lay = cls()
-        bodies, quats, pairs = {}, {}, {}
+        bodies, quats, names = {}, {}, {}
         for ep in episodes:
             if ep.body_pos_m is not None:
                 bodies.update(dict.fromkeys(ep.body_names))
             if ep.body_quat_wxyz is not None:
                 quats.update(dict.fromkeys(ep.quat_names))
             if ep.contact_ptr is not None:
-                for a, b in set(zip(ep.contact_a.tolist(), ep.contact_b.tolist())):
-                    pairs[_pair(ep.contact_names[a], ep.contact_names[b])] = None
+                names.update(dict.fromkeys(ep.contact_names))
             if ep.joint_torque_nm is not None:
                 lay.joints = max(lay.joints, ep.joint_torque_nm.shape[1])
             lay.eef |= ep.eef_pos_m is not None
             lay.grip |= ep.gripper_contact is not None
             lay.cost |= ep.cost is not None
-        lay.bodies, lay.quats, lay.pairs = list(bodies), list(quats), sorted(pairs)
+        scene = sorted(names)
+        lay.bodies, lay.quats = list(bodies), list(quats)
+        lay.pairs = [(a, b) for i, a in enumerate(scene) for b in scene[i + 1:]]
         for a, b in lay.pairs:
             if "|" in a or "|" in b:
                 raise RobosafeError(f"contact body name with '|' cannot be exported: {a}, {b}")
@@ -103,8 +110,9 @@ class Layout:
             f["safety.body_quat_wxyz"] = _ft("float64", 4 * len(self.quats),
                                              [f"{b}.{c}" for b in self.quats for c in _WXYZ])
         if self.pairs:
-            f["safety.contact_force_n"] = _ft("float64", len(self.pairs),
-                                              [f"{a}|{b}" for a, b in self.pairs])
+            names = [f"{a}|{b}" for a, b in self.pairs]
+            f["safety.contact_force_n"] = _ft("float64", len(self.pairs), names)
+            f["safety.in_contact"] = _ft("bool", len(self.pairs), names)
         if self.joints:
             f["safety.joint_torque_nm"] = _ft("float64", self.joints,
                                               [f"joint_{i}" for i in range(self.joints)])
@@ -119,14 +127,15 @@ class Layout:
         represented exactly."""
         n, out, notes = ep.n_steps, {}, []
         if self.eef:
-            out["safety.eef_pos_m"] = _or_nan(ep.eef_pos_m, (n, 3))
+            out["safety.eef_pos_m"] = _or_zero(ep.eef_pos_m, (n, 3))
         if self.bodies:
             out["safety.body_pos_m"] = _spread(ep.body_pos_m, ep.body_names, self.bodies, n, 3)
         if self.quats:
             out["safety.body_quat_wxyz"] = _spread(ep.body_quat_wxyz, ep.quat_names,
                                                    self.quats, n, 4)
         if self.pairs:
-            forces = np.full((n, len(self.pairs)), np.nan)
+            forces = np.zeros((n, len(self.pairs)))
+            touch = np.zeros((n, len(self.pairs)), bool)
             if ep.contact_ptr is not None:
                 col = {p: i for i, p in enumerate(self.pairs)}
                 names = ep.contact_names
@@ -137,14 +146,14 @@ class Layout:
                     seen = np.full((n, len(self.pairs)), -np.inf)
                     np.maximum.at(seen, (step, cols), ep.contact_force_n)
                     hit = np.isfinite(seen)
-                    forces[hit] = seen[hit]
+                    forces[hit], touch[hit] = seen[hit], True
                     merged = cols.size - int(hit.sum())
                     if merged:
                         notes.append(f"episode {ep.episode_id}: {merged} repeated contacts of "
                                      "one body pair in one step kept as their largest force")
-            out["safety.contact_force_n"] = forces
+            out["safety.contact_force_n"], out["safety.in_contact"] = forces, touch
         if self.joints:
-            tau = np.full((n, self.joints), np.nan)
+            tau = np.zeros((n, self.joints))
             if ep.joint_torque_nm is not None:
                 tau[:, :ep.joint_torque_nm.shape[1]] = ep.joint_torque_nm
             out["safety.joint_torque_nm"] = tau
@@ -152,7 +161,7 @@ class Layout:
             g = ep.gripper_contact
             out["safety.gripper_contact"] = np.zeros(n, bool) if g is None else g.astype(bool)
         if self.cost:
-            out["safety.cost"] = np.full(n, np.nan) if ep.cost is None else ep.cost
+            out["safety.cost"] = np.zeros(n) if ep.cost is None else ep.cost
         return out, notes
 
 
@@ -164,13 +173,13 @@ def _pair(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
-def _or_nan(x: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
-    return np.full(shape, np.nan) if x is None else x
+def _or_zero(x: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+    return np.zeros(shape) if x is None else x
 
 
 def _spread(x: np.ndarray | None, names: tuple[str, ...], union: list[str], n: int,
             k: int) -> np.ndarray:
-    out = np.full((n, len(union), k), np.nan)
+    out = np.zeros((n, len(union), k))
     if x is not None:
         slot = {b: i for i, b in enumerate(union)}
         out[:, [slot[b] for b in names]] = x
@@ -185,7 +194,8 @@ def trace_header(ep: Episode) -> str:
         "success": None if ep.success is None else bool(ep.success), "dt": ep.dt, "target_object": ep.target_object,
         "body_roles": ep.body_roles, "body_names": list(ep.body_names),
         "quat_names": list(ep.quat_names), "contact_names": list(ep.contact_names),
-        "families": has, "seed": ep.seed, "instance_id": ep.instance_id, "policy": ep.policy,
+        "families": has, "joints": 0 if ep.joint_torque_nm is None else
+        int(ep.joint_torque_nm.shape[1]), "seed": ep.seed, "instance_id": ep.instance_id, "policy": ep.policy,
         "task_tags": None if ep.task_tags is None else ep.task_tags.to_dict(),
         "meta": ep.meta}, allow_nan=False)
 
@@ -216,9 +226,15 @@ class Imported:
 def read_traces(ds: Dataset) -> Imported:
     """The dataset's episodes as traces: exact for robosafe's datasets, through a profile for
     other tools'."""
-    if ds.robosafe is not None and ds.robosafe.get("format") == FORMAT:
+    if ds.robosafe is not None and ds.robosafe.get("format") == FORMAT or _robosafe_frames(ds):
         return _own(ds)
     return _foreign(ds)
+
+
+def _robosafe_frames(ds: Dataset) -> bool:
+    """The dataset has robosafe's ``safety.*`` features without robosafe's records (an
+    aggregate made by lerobot's ``aggregate_datasets`` keeps frames, not side files)."""
+    return all(k in ds.features for k in ("safety.eef_pos_m", "next.success"))
 
 
 def _names(ft: dict) -> list[str]:
@@ -253,13 +269,17 @@ def _own(ds: Dataset) -> Imported:
     names = {k: _names(v) for k, v in ds.features.items()}
     slots = {k: {n: i for i, n in enumerate(v)} for k, v in names.items()}
     pairs = [tuple(n.split("|", 1)) for n in names.get("safety.contact_force_n", [])]
-    out, errors, notes = [], [], []
+    out, errors, notes, foreign = [], [], list(ds.notes), []
     for row in ds.episodes:
         idx = row["episode_index"]
         where = f"{ds.root}: episode {idx}"
         try:
-            h = header(row, TRACE_COLUMN, where)
             f = ds.frames(idx)
+            if TRACE_COLUMN not in row:
+                foreign.append(idx)
+                h = _frames_header(ds, f, idx, where)
+            else:
+                h = header(row, TRACE_COLUMN, where)
             ep = check_episode(_episode(h, f, slots, pairs), source=where)
             marked = _frame_success(f, where)
             if marked is not None and ep.success is not None and marked != ep.success:
@@ -274,10 +294,47 @@ def _own(ds: Dataset) -> Imported:
                                        f"unreadable: {type(exc).__name__}: {exc}"))
         except RobosafeError as exc:
             errors.append(exc)
+    if foreign:
+        from robosafe.formats.lerobot import _span
+
+        notes.append(f"episodes {_span(foreign)} have no robosafe record (added by another "
+                     "tool, or merged without robosafe's side file): read from their safety.* "
+                     "frames as foreign episodes (success from next.success; body roles from "
+                     "meta/robosafe.json, else 'other'; no target or task tags)")
     missing = set(FAMILIES) - {f for e in out for f in e.signal_families()}
     fams = profiles_doc()["families"]
     return Imported(out, {k: fams[k] for k in FAMILIES if k in missing and k in fams}, notes,
                     "robosafe", errors, len(ds.episodes))
+
+
+def _frames_header(ds: Dataset, f: dict[str, np.ndarray], idx: int, where: str) -> dict:
+    """What a ``robosafe/trace`` record would say, from the frames alone."""
+    names = {k: _names(v) for k, v in ds.features.items()}
+    bodies = list(dict.fromkeys(n.rsplit(".", 1)[0] for n in names.get("safety.body_pos_m", [])))
+    quats = list(dict.fromkeys(n.rsplit(".", 1)[0]
+                               for n in names.get("safety.body_quat_wxyz", [])))
+    contact = sorted({b for n in names.get("safety.contact_force_n", []) for b in n.split("|")})
+    has = {fam for fam, feat in (("eef_pos_m", "safety.eef_pos_m"),
+                                 ("body_pos_m", "safety.body_pos_m"),
+                                 ("body_quat_wxyz", "safety.body_quat_wxyz"),
+                                 ("contacts", "safety.contact_force_n"),
+                                 ("joint_torque_nm", "safety.joint_torque_nm"),
+                                 ("gripper_contact", "safety.gripper_contact"),
+                                 ("cost", "safety.cost")) if feat in f}
+    task = ds.task(f["task_index"][0], where) if "task_index" in f else ""
+    tau = f.get("safety.joint_torque_nm")
+    # the scene's roles when robosafe's dataset marker is still there (lerobot appended to
+    # it); a merge made elsewhere has none: "other" plays no scored role
+    known = (ds.robosafe or {}).get("body_roles")
+    known = known if isinstance(known, dict) else {}
+    roles = {b: known.get(b) if known.get(b) in ROLES else "other" for b in contact}
+    return {"episode_id": f"{ds.root.name}/episode_{idx:06d}", "benchmark": "lerobot",
+            "task_id": task_name(task), "success": _frame_success(f, where),
+            "dt": 1.0 / float(ds.fps), "target_object": None, "body_roles": roles,
+            "body_names": bodies, "quat_names": quats, "contact_names": contact,
+            "families": sorted(has), "joints": 0 if tau is None else tau.shape[1],
+            "instance_id": f"episode_{idx:06d}",
+            "meta": {"lerobot_dataset": str(ds.root), "episode_index": idx, "task": task}}
 
 
 def _episode(h: dict, f: dict[str, np.ndarray], slots: dict, pairs: list) -> Episode:
@@ -301,7 +358,10 @@ def _episode(h: dict, f: dict[str, np.ndarray], slots: dict, pairs: list) -> Epi
         cn = list(h["contact_names"])
         index = {c: i for i, c in enumerate(cn)}
         forces = f.get("safety.contact_force_n", np.zeros((n, 0)))
-        steps, cols = np.nonzero(~np.isnan(forces))  # row-major: step order
+        touch = f.get("safety.in_contact")
+        if touch is None:  # written before the mask: NaN was "not in contact"
+            touch = ~np.isnan(forces)
+        steps, cols = np.nonzero(touch)  # row-major: step order
         kw["contact_names"] = tuple(cn)
         kw["contact_ptr"] = np.concatenate([[0], np.cumsum(np.bincount(steps, minlength=n))])
         kw["contact_a"] = np.array([index[pairs[c][0]] for c in cols], dtype=np.int32)
@@ -309,7 +369,8 @@ def _episode(h: dict, f: dict[str, np.ndarray], slots: dict, pairs: list) -> Epi
         kw["contact_force_n"] = forces[steps, cols].astype(float)
     if "joint_torque_nm" in has:
         tau = f["safety.joint_torque_nm"].astype(float)
-        kw["joint_torque_nm"] = tau[:, :int(np.isfinite(tau).all(0).sum())]
+        width = h["joints"] if "joints" in h else int(np.isfinite(tau).all(0).sum())
+        kw["joint_torque_nm"] = tau[:, :width]
     if "gripper_contact" in has:
         kw["gripper_contact"] = f["safety.gripper_contact"].astype(bool)
     if "cost" in has:

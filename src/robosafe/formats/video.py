@@ -112,12 +112,13 @@ def read_frames(path: str | Path, start: int = 0, stop: int | None = None
 
 
 def probe(path: str | Path) -> dict:
-    """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels)."""
+    """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels); the
+    writer adds lerobot 0.6's ``is_depth_map`` (the older ``video.is_depth_map`` is legacy)."""
     av = _av()
     c, s = _open(av, path)
     with c:
         return {"video.height": s.height, "video.width": s.width,
                 "video.codec": CODEC_NAME.get(s.codec_context.name, s.codec_context.name),
-                "video.pix_fmt": s.pix_fmt, "video.is_depth_map": False,
+                "video.pix_fmt": s.pix_fmt,
                 "video.fps": int(s.average_rate or s.base_rate), "video.channels": 3,
                 "has_audio": bool(c.streams.audio)}

@@ -228,6 +228,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                   # which simulator replays it: robosafe's CBDDL worlds or LIBERO's own envs
                   "host": run.config.get("host", "robosafe"),
                   "horizon": run.config.get("horizon"),
+                  # for episodes another tool appends (they have no robosafe record)
+                  "body_roles": {k: v for it in items for k, v in it.episode.body_roles.items()},
                   # the task files as run: what `import lerobot --replay` rebuilds worlds from
                   "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})
     return ExportResult(Path(out), len(written), writer.frames, skipped, warnings, excluded,
