@@ -33,7 +33,7 @@ _API = {
     "prepare": "robosafe.runner.run",
     "execute": "robosafe.runner.run",
 }
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *_API.keys()]  # noqa: PLE0604 - the names are strings
 
 
 def __getattr__(name: str) -> Any:
