@@ -183,3 +183,17 @@ def test_unscored_episodes_warned_once_and_excluded(tmp_path):
     proc = run("score", str(bare), "--bootstrap", "0")
     assert proc.returncode == 2
     assert "none of the 1 episodes could be scored" in proc.stderr
+
+
+@pytest.mark.parametrize("argv,hint", [
+    (["run", "--polcy", "x"], "(Possible options: --policy)"),
+    (["scroe", "x.jsonl"], "Did you mean 'score'?"),
+    (["stats", "wilson", "3"], "Missing argument"),
+])
+def test_usage_errors_are_one_line(argv, hint):
+    """A mistyped option or command is one line naming it with click's suggestion, exit 2."""
+    proc = subprocess.run([sys.executable, "-m", "robosafe", *argv], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("robosafe: error: ") and hint in line

@@ -97,5 +97,17 @@ from robosafe.cli import suites as _suites  # noqa: F401
 from robosafe.cli import tasks as _tasks  # noqa: F401
 
 
+def _one_line_usage_error(exc: Any) -> None:
+    """A usage error (unknown option or command, bad value) as one line, like every other error
+    robosafe reports, instead of typer's boxed usage block; click's own "Did you mean" /
+    "Possible options" hint stays in the message."""
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    typer.echo(f"robosafe: error: {exc.format_message()}{where}", err=True)
+
+
 def main() -> None:
+    from typer import rich_utils
+
+    rich_utils.rich_format_error = _one_line_usage_error
     app()
