@@ -187,3 +187,20 @@ def test_a_password_in_the_policy_url_reaches_no_file_and_no_output(tmp_path):
     assert proc.returncode == 2 and "unreachable" in proc.stderr
     assert "ws://***@127.0.0.1" in proc.stderr
     assert leaks(tmp_path / "d", proc) == []
+
+
+def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
+    """`demo --fresh` removes its earlier run, but not while another process holds its lock."""
+    out = tmp_path / "demo"
+    run = out / "scripted-careful"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"format": "robosafe-run/1"}))
+    lock = DirLock.acquire(run, "run directory")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "robosafe", "demo", "--fresh", "--out",
+                               str(out)], capture_output=True, text=True, check=False)
+    finally:
+        lock.release()
+    assert proc.returncode == 2, proc.stderr
+    assert "is in use by another robosafe process" in proc.stderr
+    assert (run / "run.json").is_file()

@@ -308,7 +308,10 @@ def _reuse(run_dir: Path, fresh: bool) -> bool:
     if not (run_dir / "run.json").exists():
         return False
     if fresh:
+        from robosafe.outputs import DirLock
+
         open_run(run_dir)  # refuses a directory that is not a robosafe run
+        DirLock.acquire(run_dir, "run directory").release()  # never under a running writer
         shutil.rmtree(run_dir)
         return False
     done = len(open_run(run_dir).done())
