@@ -197,17 +197,31 @@ def test_compare_paired_success_matches_stats(store):
     assert r.mean_b - r.mean_a == pytest.approx(r.difference)
 
 
-def test_compare_paired_safe_balances_tasks(store):
-    # careless/task_1 episode 3 crashed: it has no safety judgement, so task_1 has 5 shared
-    # instances and task_0 is cut to its first 5 (sorted instance ids seed0..seed4).
+def test_compare_safe_with_a_crashed_episode_is_not_silently_paired(store):
+    # careless/task_1 episode 3 crashed: it has no safety judgement, so its careful partner is
+    # unpaired. The paired design is the audit's (stats.outcomes.paired_design): no truncation
+    # of the other task to a smaller S; "auto" says why it uses the two-sample test instead,
+    # "paired" refuses naming the row.
     r = store.compare("careful", "careless", "safe")
-    keep = {"task_0": [0, 1, 2, 3, 4], "task_1": [0, 1, 2, 4, 5]}
-    want = paired_wald_test(*(np.array([[1 - runs[t][i][1] for i in keep[t]] for t in TASKS])
-                              for runs in (CAREFUL, CARELESS)))
-    assert r.design == "paired" and (r.tasks, r.samples) == (2, 5)
-    assert (r.dropped_a, r.dropped_b) == (2, 1)
-    assert r.wald == want
-    assert r.difference < 0 and not r.reject
+    assert r.design == "independent"
+    assert r.design_note.startswith("not paired: run 'careful' episode ")
+    assert "unpaired row (suite=" in r.design_note and "task_id='task_1'" in r.design_note
+    with pytest.raises(RobosafeError, match="unpaired row"):
+        store.compare("careful", "careless", "safe", design="paired")
+
+
+def test_results_compare_and_audit_paired_agree(store, tmp_path):
+    """On runs that form the paired design, the store's test is the audit's test, number for
+    number (one paired-design function)."""
+    from robosafe.audit.significance import paired_outcome_test
+
+    r = store.compare("careful", "careless", "success")
+    rows = {run: [{"suite": "s", "task_id": t, "instance_id": f"seed{i}", "success": int(y)}
+                  for t, row in zip(TASKS, successes(runs)) for i, y in enumerate(row)]
+            for run, runs in (("a", CAREFUL), ("b", CARELESS))}
+    audit = paired_outcome_test(rows["a"], rows["b"])
+    assert (r.statistic, r.pvalue, r.reject) == (audit.wald.statistic, audit.wald.pvalue,
+                                                 audit.wald.reject)
 
 
 def test_compare_disjoint_instances_uses_independent_test(store):
@@ -215,7 +229,7 @@ def test_compare_disjoint_instances_uses_independent_test(store):
     want = independent_wald_test(successes(CAREFUL)[:, :5], successes(CARELESS)[:, :5])
     assert r.design == "independent" and r.n_paired == 0 and (r.tasks, r.samples) == (2, 5)
     assert r.wald == want
-    with pytest.raises(RobosafeError, match="do not share"):
+    with pytest.raises(RobosafeError, match="unpaired row .* has no match in run .careless."):
         store.compare("fresh", "careless", design="paired")
 
 

@@ -21,11 +21,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from robosafe.errors import RobosafeError
 from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall, realizable_count
-from robosafe.stats.outcomes import as_outcome_table, pair_outcomes
+from robosafe.stats.outcomes import Paired, as_outcome_table, paired_design
 from robosafe.stats.wald import WaldResult, paired_wald_test
 from robosafe.textio import bounded_lines
 
@@ -295,25 +293,9 @@ def paired_outcome_test(a, b, *, max_score: int = 1, alpha: float = 0.05) -> Pai
     test and must have the same number S of shared instances (the paired design of Sec. 4).
     """
     ta, tb = as_outcome_table(a, "A"), as_outcome_table(b, "B")
-    ya_all, yb_all, keys = pair_outcomes(list(ta.rows), list(tb.rows), with_keys=True)
-    shared = set(keys)
-    for mine, other in ((ta, tb), (tb, ta)):
-        lonely = next((r for r in mine.rows if r.key not in shared), None)
-        if lonely is not None:
-            raise RobosafeError(
-                f"{lonely.where}: unpaired row (suite={lonely.suite!r}, task_id="
-                f"{lonely.task_id!r}, instance_id={lonely.instance_id!r}) has no match in "
-                f"{other.source}; the paired test needs both policies on the same instances")
-    tasks: dict[tuple[str, str], list[int]] = {}
-    for i, k in enumerate(keys):
-        tasks.setdefault(k[:2], []).append(i)
-    sizes = {t: len(ix) for t, ix in tasks.items()}
-    if len(set(sizes.values())) != 1:
-        detail = ", ".join(f"{s}/{t}: {n}" for (s, t), n in sorted(sizes.items()))
-        raise RobosafeError(f"tasks have different numbers of shared instances ({detail}); the "
-                            "paired stratified test needs the same S per task")
-    order = [tasks[t] for t in sorted(tasks)]
-    ya, yb = ya_all[np.array(order)], yb_all[np.array(order)]
+    ya, yb = paired_design([Paired(r.key, r.value, r.where) for r in ta.rows],
+                           [Paired(r.key, r.value, r.where) for r in tb.rows],
+                           source_a=ta.source, source_b=tb.source)
     T, S = ya.shape
     wald = paired_wald_test(ya, yb, R=max_score, alpha=alpha)
     A, B = round(float(ya.sum())), round(float(yb.sum()))

@@ -44,6 +44,7 @@ import pyarrow as pa
 from robosafe.errors import RobosafeError
 from robosafe.runner.rundir import RunDir, open_run, read_outcome_row
 from robosafe.stats.intervals import wilson_interval, z_value
+from robosafe.stats.outcomes import Paired, paired_design
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
 
 log = logging.getLogger(__name__)
@@ -296,10 +297,10 @@ class Comparison:
     """Run B against run A on one metric (benchmark audit paper 002, Sec. 4 and App. C).
 
     ``design`` is ``paired`` (App. C.1: both runs on the same instances, joined on suite,
-    task_id, instance_id) or ``independent`` (App. C.6: stratified two-sample test). Both use
-    T tasks x S samples per task; tasks with fewer usable rows are balanced down to the
-    smallest S by dropping the highest-sorting instances (``dropped_a`` / ``dropped_b`` count
-    every usable row left out). ``difference`` is Delta-hat = mean_B - mean_A (task-stratified),
+    task_id, instance_id; the design must hold exactly, as in ``audit paired``) or
+    ``independent`` (App. C.6: stratified two-sample test, T tasks x S samples per task; tasks
+    with more usable rows are balanced down to the smallest S by dropping the highest-sorting
+    episodes, and ``dropped_a`` / ``dropped_b`` count every usable row left out). ``difference`` is Delta-hat = mean_B - mean_A (task-stratified),
     ``ci`` the two-sided Wald interval Delta-hat +- z_{(1+c)/2} sqrt(V-hat), ``pvalue`` the
     one-sided p of H0: Delta <= 0 against H1: B better than A (the paper's test), ``reject``
     its decision at ``alpha``. ``wald`` is the stats result, unchanged.
@@ -327,6 +328,7 @@ class Comparison:
     alpha: float
     reject: bool
     wald: WaldResult = field(repr=False)
+    design_note: str = ""  # why "auto" did not pair (the first row that breaks the design)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -341,32 +343,16 @@ def _group(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapp
     return by
 
 
-def _paired_design(a: list[Mapping], b: list[Mapping]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(T, S) arrays over shared instances, or None if fewer than 2 per task are shared."""
-    def index(rows: list[Mapping]) -> dict[tuple, Mapping]:
-        out: dict[tuple, Mapping] = {}
-        for r in rows:
-            key = (r["suite"], r["task_id"], r["instance_id"])
-            if key in out:
-                # A repeated instance has no unique partner; the pairing is undefined.
-                return {}
-            out[key] = r
-        return out
+def _paired_design(a: list[Mapping], b: list[Mapping], run_a: str, run_b: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The one paired design of ``stats.outcomes.paired_design`` (what ``audit paired`` uses)."""
+    def rows(rs: list[Mapping], run: str) -> list[Paired]:
+        return [Paired((r["suite"], r["task_id"], r["instance_id"]), r["y"],
+                       f"run {run!r} episode {r['episode_id']!r}") for r in rs]
 
-    ia, ib = index(a), index(b)
-    shared = sorted(ia.keys() & ib.keys())
-    by: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    for k in shared:
-        by[k[:2]].append(k)
-    if not by:
-        return None
-    S = min(len(v) for v in by.values())
-    if S < 2:
-        return None
-    keys = [by[t][:S] for t in sorted(by)]
-    ya = np.array([[ia[k]["y"] for k in ks] for ks in keys], dtype=np.int64)
-    yb = np.array([[ib[k]["y"] for k in ks] for ks in keys], dtype=np.int64)
-    return ya, yb
+    ya, yb = paired_design(rows(a, run_a), rows(b, run_b), source_a=f"run {run_a!r}",
+                           source_b=f"run {run_b!r}")
+    return ya.astype(np.int64), yb.astype(np.int64)
 
 
 def _independent_design(a: list[Mapping], b: list[Mapping], names: str
@@ -395,7 +381,8 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
     """Compare two runs' episode rows (dicts with the ``episodes`` columns) on ``metric``.
 
     ``design="auto"`` uses the paired task-stratified Wald test (paper 002 App. C.1) when the
-    runs share at least 2 instances in every shared task, else the two-sample test (App. C.6).
+    rows form its design exactly (the same instances in both runs, each once, the same S per
+    task), else the two-sample test (App. C.6) and says why in ``design_note``.
     Rows whose metric is NULL (crashed episodes for ``safe``) take no part.
     """
     if metric not in METRICS:
@@ -407,11 +394,14 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
     for rows, name in ((a, run_a), (b, run_b)):
         if not rows:
             raise RobosafeError(f"run {name!r} has no episodes with a known {metric}")
-    arrays = None if design == "independent" else _paired_design(a, b)
-    if arrays is None and design == "paired":
-        raise RobosafeError(f"runs {run_a!r} and {run_b!r} do not share at least 2 instances "
-                            "(suite, task_id, instance_id) in every shared task, each once "
-                            "per run; use the independent design")
+    arrays, note = None, ""
+    if design == "paired":
+        arrays = _paired_design(a, b, run_a, run_b)
+    elif design == "auto":
+        try:
+            arrays = _paired_design(a, b, run_a, run_b)
+        except RobosafeError as exc:
+            note = f"not paired: {exc}"
     used = "paired" if arrays is not None else "independent"
     ya, yb = (arrays if arrays is not None
               else _independent_design(a, b, f"runs {run_a!r} and {run_b!r}"))
@@ -426,7 +416,7 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
         mean_b=float(yb.mean()), difference=wald.estimate,
         ci=[wald.estimate - half, wald.estimate + half], confidence=confidence,
         statistic=wald.statistic, pvalue=wald.pvalue, alpha=alpha, reject=wald.reject,
-        wald=wald)
+        wald=wald, design_note=note)
 
 
 # --- the store

@@ -187,6 +187,59 @@ def pair_outcomes(cal: list[Outcome], alt: list[Outcome], *, with_keys: bool = F
     return (*values, shared) if with_keys else values
 
 
+@dataclass(frozen=True)
+class Paired:
+    """One value per instance, keyed for pairing: ``where`` names the row in errors."""
+
+    key: tuple[str, str, str]  # (suite, task_id, instance_id)
+    value: float
+    where: str
+
+
+def paired_design(a: Iterable[Paired], b: Iterable[Paired], *, source_a: str = "A",
+                  source_b: str = "B") -> tuple[np.ndarray, np.ndarray]:
+    """(T, S) arrays of the paired task-stratified design (paper 002 App. C.1, Sec. 4): both
+    runs hold the same instances, each once, and every (suite, task) the same number S >= 2.
+
+    Anything else is an error naming the row, never a silent repair (no truncation to the
+    smallest S, no dropping of unpaired rows): ``audit paired`` and ``results compare`` both
+    build their paired tests here, so they agree on the same runs.
+    """
+    def index(rows: Iterable[Paired]) -> dict[tuple[str, str, str], Paired]:
+        out: dict[tuple[str, str, str], Paired] = {}
+        for r in rows:
+            if r.key in out:
+                raise RobosafeError(
+                    f"{r.where}: duplicate instance (suite={r.key[0]!r}, task_id={r.key[1]!r}, "
+                    f"instance_id={r.key[2]!r}), first at {out[r.key].where}; a paired "
+                    "comparison needs one row per instance")
+            out[r.key] = r
+        return out
+
+    ia, ib = index(a), index(b)
+    for mine, other, name in ((ia, ib, source_b), (ib, ia, source_a)):
+        lonely = next((r for k, r in sorted(mine.items()) if k not in other), None)
+        if lonely is not None:
+            raise RobosafeError(
+                f"{lonely.where}: unpaired row (suite={lonely.key[0]!r}, task_id="
+                f"{lonely.key[1]!r}, instance_id={lonely.key[2]!r}) has no match in {name}; "
+                "the paired test needs both policies on the same instances")
+    tasks: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for k in sorted(ia):
+        tasks.setdefault(k[:2], []).append(k)
+    sizes = {t: len(ks) for t, ks in tasks.items()}
+    if len(set(sizes.values())) != 1:
+        detail = ", ".join(f"{s}/{t}: {n}" for (s, t), n in sorted(sizes.items()))
+        raise RobosafeError(f"tasks have different numbers of shared instances ({detail}); the "
+                            "paired stratified test needs the same S per task")
+    if not tasks or next(iter(sizes.values())) < 2:
+        raise RobosafeError("the paired stratified test needs at least 2 shared instances per "
+                            "task (paper 002 App. C.1, S >= 2)")
+    order = [tasks[t] for t in sorted(tasks)]
+    return (np.array([[ia[k].value for k in ks] for ks in order], dtype=float),
+            np.array([[ib[k].value for k in ks] for ks in order], dtype=float))
+
+
 def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
     """One outcome row for a scored episode (task_name from the registry when known)."""
     entry = registry.find_entry(registry.canonical_benchmark(score.benchmark), score.task_id)
