@@ -39,7 +39,7 @@ from robosafe.safety.stl import Always, Eventually, Formula, _has_temporal
 from robosafe.trace.episode import Episode
 from robosafe.trace.validate import header_of
 
-__all__ = ["NONCAUSAL_SIGNALS", "OnlineMonitor", "episode_rows"]
+__all__ = ["NONCAUSAL_SIGNALS", "OnlineMonitor", "episode_rows", "monitorable"]
 
 NONCAUSAL_SIGNALS = frozenset({"eef_speed", "eef_acc", "eef_jerk", "target_speed",
                                "release_speed"})
@@ -67,6 +67,32 @@ def episode_rows(ep: Episode, rows: list[int]) -> Episode:
                    body_pos_m=take(ep.body_pos_m), body_quat_wxyz=take(ep.body_quat_wxyz),
                    joint_torque_nm=take(ep.joint_torque_nm),
                    gripper_contact=take(ep.gripper_contact), cost=take(ep.cost), **extra)
+
+
+def _concat(first: Episode, row: Episode) -> Episode:
+    """Two one-row episodes as one two-row episode (same names and header)."""
+    def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None or b is None else np.concatenate([a, b])
+
+    extra: dict = {}
+    if first.contact_ptr is not None:
+        n0 = int(first.contact_ptr[1])
+        extra = {"contact_ptr": np.array([0, n0, n0 + int(row.contact_ptr[1])]),
+                 "contact_a": cat(first.contact_a, row.contact_a),
+                 "contact_b": cat(first.contact_b, row.contact_b),
+                 "contact_force_n": cat(first.contact_force_n, row.contact_force_n)}
+    return replace(first, t=np.arange(2, dtype=np.int64),
+                   eef_pos_m=cat(first.eef_pos_m, row.eef_pos_m),
+                   body_pos_m=cat(first.body_pos_m, row.body_pos_m),
+                   body_quat_wxyz=cat(first.body_quat_wxyz, row.body_quat_wxyz),
+                   joint_torque_nm=cat(first.joint_torque_nm, row.joint_torque_nm),
+                   gripper_contact=cat(first.gripper_contact, row.gripper_contact),
+                   cost=cat(first.cost, row.cost), **extra)
+
+
+def monitorable(spec: Spec) -> bool:
+    """Whether the online monitor can follow ``spec`` step by step."""
+    return _monitorable(spec) is None
 
 
 def _monitorable(spec: Spec) -> str | None:
@@ -134,78 +160,79 @@ class OnlineMonitor:
         return replace(self, clauses=[replace(c) for c in self.clauses],
                        _resting=set(self._resting))
 
-    def step_values(self, ep: Episode, t: int) -> dict[str, float]:
-        """Derived signal values at step ``t`` of ``ep`` (rows 0..t recorded), given that
-        steps 0..t-1 were pushed (the carried state is that of step t-1). Reads the carried
-        state without changing it."""
+    def step_values(self, row: Episode) -> dict[str, float]:
+        """Derived signal values of ``row`` (a one-row episode: the next step, ``self.n``),
+        given the rows pushed so far. Reads the carried state without changing it."""
+        t = self.n
         if t == 0:
-            mini = episode_rows(ep, [0])
-            row = 0
+            mini = row
         else:
-            mini = episode_rows(ep, [0, t])
-            if mini.contact_ptr is not None:
+            first = self._first
+            if first.contact_ptr is not None:
                 # Step 0' keeps only the still-resting pairs (see the module docstring).
-                n0 = int(mini.contact_ptr[1])
-                a, b = mini.contact_a[:n0], mini.contact_b[:n0]
+                a, b = first.contact_a, first.contact_b
                 keep = np.array([(min(x, y), max(x, y)) in self._resting
                                  for x, y in zip(a.tolist(), b.tolist())], dtype=bool)
-                drop = np.flatnonzero(~keep)
-                mini = replace(mini, contact_a=np.delete(mini.contact_a, drop),
-                               contact_b=np.delete(mini.contact_b, drop),
-                               contact_force_n=np.delete(mini.contact_force_n, drop),
-                               contact_ptr=mini.contact_ptr - np.array([0, drop.size,
-                                                                        drop.size]))
-            row = 1
+                first = replace(first, contact_a=a[keep], contact_b=b[keep],
+                                contact_force_n=first.contact_force_n[keep],
+                                contact_ptr=np.array([0, int(keep.sum())]))
+            mini = _concat(first, row)
         task = self.task
         chunk = derive_columns(np.array([mini.n_steps], dtype=np.int64),
                                np.array([mini.dt]), [task.header], [task.limits],
                                [task.availability], episode_columns([mini]))
-        values = {k: float(v[row]) for k, v in chunk.values.items() if k != "grasp_slip_m"}
-        values["grasp_slip_m"] = self._slip(ep, t, values)
+        values = {k: float(v[-1]) for k, v in chunk.values.items()}
+        values["grasp_slip_m"] = self._slip(row)
         return values
 
-    def _slip(self, ep: Episode, t: int, values: dict[str, float]) -> float:
-        """grasp_slip_m at t with signals._grasp_slip's arithmetic and carried segment base."""
-        if ep.gripper_contact is None or not ep.gripper_contact[t]:
+    def _slip(self, row: Episode) -> float:
+        """grasp_slip_m with signals._grasp_slip's arithmetic and the carried segment base."""
+        if row.gripper_contact is None or not row.gripper_contact[0]:
             return 0.0
-        tz = self._target_z(ep, t)
-        ez = float(ep.eef_pos_m[t, 2]) if ep.eef_pos_m is not None else 0.0
-        base = tz - ez if t == 0 or not self._prev_grip else self._slip_base
-        return (tz - ez) - base
+        rel = self._rel(row)
+        base = rel if self.n == 0 or not self._prev_grip else self._slip_base
+        return rel - base
 
-    def _target_z(self, ep: Episode, t: int) -> float:
-        ti = _target_columns(self.task.header)[0]  # the slot signals.derive_columns picks
-        return 0.0 if ep.body_pos_m is None or ti is None else float(ep.body_pos_m[t, ti, 2])
+    def _rel(self, row: Episode) -> float:
+        """z_tgt - z_ee of a row, as signals.derive_columns reads them (0 when unrecorded)."""
+        ti = _target_columns(self.task.header)[0]
+        tz = 0.0 if row.body_pos_m is None or ti is None else float(row.body_pos_m[0, ti, 2])
+        ez = 0.0 if row.eef_pos_m is None else float(row.eef_pos_m[0, 2])
+        return tz - ez
 
-    def push(self, ep: Episode) -> dict[str, float]:
-        """Account for the next row of ``ep`` (row ``self.n``); returns the robustness so far
-        of every monitored spec (+inf / -inf while a gated clause has not fired)."""
-        t = self.n
-        values = self.step_values(ep, t)
-        for c in self.clauses:
-            m = float(c.inner.robustness({k: np.array([values[k]]) for k in c.inner.signals})[0])
-            c.value = min(c.value, m) if c.always else max(c.value, m)
-        self._advance(ep, t)
-        return self.current()
-
-    def margins(self, ep: Episode, t: int) -> dict[str, float]:
-        """Per-step margin of every monitored clause at row t (no state change)."""
-        values = self.step_values(ep, t)
+    def margins(self, values: dict[str, float]) -> dict[str, float]:
+        """Per-step margin of every monitored clause given a step's signal values."""
         return {c.spec.spec_id: float(c.inner.robustness(
             {k: np.array([values[k]]) for k in c.inner.signals})[0]) for c in self.clauses}
 
-    def _advance(self, ep: Episode, t: int) -> None:
-        if ep.contact_ptr is not None:
-            lo, hi = int(ep.contact_ptr[t]), int(ep.contact_ptr[t + 1])
-            pairs = {(min(x, y), max(x, y)) for x, y in zip(ep.contact_a[lo:hi].tolist(),
-                                                             ep.contact_b[lo:hi].tolist())}
-            self._resting = pairs if t == 0 else self._resting & pairs
-        grip = bool(ep.gripper_contact is not None and ep.gripper_contact[t])
-        if grip and (t == 0 or not self._prev_grip):
-            ez = float(ep.eef_pos_m[t, 2]) if ep.eef_pos_m is not None else 0.0
-            self._slip_base = self._target_z(ep, t) - ez
+    def push_row(self, row: Episode) -> dict[str, float]:
+        """Account for the next step (a one-row episode); returns its per-step margins. The
+        running robustness is :meth:`current`."""
+        values = self.step_values(row)
+        margins = self.margins(values)
+        for c in self.clauses:
+            m = margins[c.spec.spec_id]
+            c.value = min(c.value, m) if c.always else max(c.value, m)
+        self._advance(row)
+        return margins
+
+    def push(self, ep: Episode) -> dict[str, float]:
+        """:meth:`push_row` with row ``self.n`` of ``ep``; returns :meth:`current`."""
+        self.push_row(episode_rows(ep, [self.n]))
+        return self.current()
+
+    def _advance(self, row: Episode) -> None:
+        if self.n == 0:
+            self._first = row
+        if row.contact_ptr is not None:
+            pairs = {(min(x, y), max(x, y)) for x, y in zip(row.contact_a.tolist(),
+                                                             row.contact_b.tolist())}
+            self._resting = pairs if self.n == 0 else self._resting & pairs
+        grip = bool(row.gripper_contact is not None and row.gripper_contact[0])
+        if grip and (self.n == 0 or not self._prev_grip):
+            self._slip_base = self._rel(row)
         self._prev_grip = grip
-        self.n = t + 1
+        self.n += 1
 
     def current(self) -> dict[str, float]:
         return {c.spec.spec_id: c.value for c in self.clauses}
