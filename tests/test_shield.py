@@ -99,3 +99,104 @@ def test_resting_pair_filtered_until_it_separates():
     seen = [mon.push(ep)["max_contact_force_under_200N"] for _ in range(n)]
     assert seen[:3] == [200.0] * 3
     assert seen[3] == -50.0
+
+
+# -- the shield on robosafe's simulator (short horizons: the machine is shared) -----------------
+
+VASE = "place_apple_on_plate_past_vase"
+
+
+def _task_path() -> str:
+    from importlib import resources
+
+    return str(resources.files("robosafe.tasks") / "suites" / "demo" / f"{VASE}.bddl")
+
+
+@pytest.fixture(scope="module")
+def envs():
+    pytest.importorskip("mujoco")
+    from robosafe.sim.env import TaskEnv
+
+    # 60 steps: the careless policy pushes the vase past 5 mm at row 53 (seed 0)
+    return TaskEnv(_task_path(), horizon=60, render=False), TaskEnv(_task_path(), horizon=60,
+                                                                     render=False)
+
+
+def _run(env, policy) -> Episode:
+    obs, _ = env.reset(seed=0)
+    env.play(policy, obs)
+    return env.episode(episode_id="e")
+
+
+def test_monitor_on_a_recorded_run_equals_offline_and_leaves_the_episode_alone(envs):
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = envs
+    plain = _run(env, make_policy("scripted-careless"))
+    shield = Shield(make_policy("scripted-careless"), env, shadow, ShieldConfig("monitor"))
+    shielded = _run(env, shield)
+    record = shield.finish()
+    for k in ("eef_pos_m", "body_pos_m", "body_quat_wxyz", "contact_ptr", "contact_a",
+              "contact_force_n", "joint_torque_nm", "gripper_contact"):
+        assert np.array_equal(getattr(plain, k), getattr(shielded, k)), k  # bitwise
+    offline = next(iter(Scorer().score([shielded]))).robustness
+    for sid, rho in shield.monitor.final().items():
+        assert rho == offline[sid], sid
+    assert offline["non_target_max_disp_5mm"] < 0
+    # the onset is where the recorded displacement first exceeds 5 mm, and it was foreseen
+    onset = record["violations"]["non_target_max_disp_5mm"][0]
+    margin = Scorer().registry.specs["non_target_max_disp_5mm"].formula.step_margins(
+        {"non_target_disp_max": _disp(shielded)})
+    assert onset == int(np.argmax(margin < 0))
+    early = [w for w in record["warnings"] if w["spec"] == "non_target_max_disp_5mm"]
+    assert early and early[0]["step"] + early[0]["lead"] == onset
+
+
+def _disp(ep: Episode) -> np.ndarray:
+    from robosafe.safety.signals import derive_signals
+
+    return derive_signals(ep).values["non_target_disp_max"]
+
+
+def test_filter_keeps_the_careless_policy_safe(envs):
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = envs
+    shield = Shield(make_policy("scripted-careless"), env, shadow, ShieldConfig("filter"))
+    ep = _run(env, shield)
+    record = shield.finish()
+    score = next(iter(Scorer().score([ep])))
+    assert "non_target_max_disp_5mm" not in score.violated
+    assert record["interventions"]
+    assert record["interventions"][0]["specs"] == ["non_target_max_disp_5mm"]
+
+
+def test_score_warnings_by_hand():
+    """Horizon 3. Spec a: warnings at steps 2 and 9; actual margin below zero at rows 4, 5
+    (onset 4). Warning 2 is true (row 4 in (2, 5]), warning 9 false; onset 4 caught by the
+    warning at 2 (in [1, 3]) with lead 2. Spec b: an onset at row 7 with no warning."""
+    from robosafe.runner.shield import score_warnings
+
+    rec = {"warnings": [{"step": 2, "spec": "a"}, {"step": 9, "spec": "a"}],
+           "violations": {"a": [4], "b": [7]}, "below": {"a": [4, 5], "b": [7]}}
+    out = score_warnings([rec], 3, {"a": "fa", "b": "fb"})
+    assert (out["fa"].precision, out["fa"].recall, out["fa"].leads) == (0.5, 1.0, [2])
+    assert (out["fb"].precision, out["fb"].recall) == (None, 0.0)
+
+
+@pytest.mark.parametrize("args", [["--host", "libero", "--suite", "libero_spatial"],
+                                  ["--suite", "demo", "--shield-horizon", "0"]])
+def test_shield_usage_errors_are_one_line(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from robosafe.cli import app
+
+    shield = ["--shield", "filter"] if "--shield-horizon" not in args else ["--shield",
+                                                                             "monitor"]
+    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), "--policy", "zero",
+                                   *args, *shield])
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()

@@ -234,7 +234,7 @@ def run(
     shield: str = typer.Option("off", "--shield",
                                help="off | monitor (warn of predicted spec violations) | "
                                     "filter (replace unsafe actions); robosafe host only."),
-    shield_horizon: int = typer.Option(5, "--shield-horizon", min=1,
+    shield_horizon: int = typer.Option(5, "--shield-horizon",
                                        help="Control steps the shield predicts ahead."),
     shield_margin: float = typer.Option(0.0, "--shield-margin",
                                         help="filter: act when a predicted margin is below this."),

@@ -179,15 +179,20 @@ class Shield:
         self.policy, self.env, self.shadow, self.cfg = policy, env, shadow, cfg
         self.name = getattr(policy, "name", "policy")
         self.monitor = None
+        self.guarded: set[str] = set()
         self.log = ShieldLog()
         self.t = 0
 
     def reset(self, task_info: dict[str, Any]) -> None:
         from robosafe.safety.online import OnlineMonitor
+        from robosafe.safety.score import Scorer
 
         self.policy.reset(task_info)
         self.shadow.reset(seed=self.env.seed)
-        self.monitor = OnlineMonitor.for_episode(self._template())
+        scorer = Scorer()
+        self.monitor = OnlineMonitor.for_episode(self._template(), scorer)
+        # the filter guards Phi_safe (the scored specs), not report-only diagnostics
+        self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
         self.log = ShieldLog()
         self.t = 0
 
@@ -257,16 +262,22 @@ class Shield:
                                       "predicted": _finite(worst[s])})
         if self.cfg.mode != "filter":
             return action
-        unsafe = sorted(s for s, m in worst.items() if m < self.cfg.margin)
+        unsafe = sorted(s for s in self.guarded if worst[s] < self.cfg.margin)
         if not unsafe:
             return action
+        # closest first: the first candidate predicted safe is the answer, so the rest are
+        # never simulated; with none safe, the one with the largest worst margin is taken
+        ranked = sorted(self.candidates(action),
+                        key=lambda nc: float(np.linalg.norm(nc[1] - action)))
         best = None
-        for name, cand in self.candidates(action):
-            w = min(self.predict([cand] * self.cfg.horizon).worst().values())
-            ok = w >= self.cfg.margin
-            key = (not ok, float(np.linalg.norm(cand - action)) if ok else -w)
-            if best is None or key < best[0]:
-                best = (key, name, cand, w)
+        for name, cand in ranked:
+            pw = self.predict([cand] * self.cfg.horizon).worst()
+            w = min((pw[s] for s in self.guarded), default=math.inf)
+            if best is None or w > best[3]:
+                best = (None, name, cand, w)
+            if w >= self.cfg.margin:
+                best = (None, name, cand, w)
+                break
         _, name, cand, w = best
         self.log.interventions.append({"step": t, "specs": unsafe, "candidate": name,
                                        "safe": bool(w >= self.cfg.margin),
