@@ -231,6 +231,15 @@ def run(
                                          "$RAY_ADDRESS; none: a private one on this machine)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     checkpoint: str = typer.Option("", "--checkpoint-ref", help="Recorded in outcome rows."),
+    shield: str = typer.Option("off", "--shield",
+                               help="off | monitor (warn of predicted spec violations) | "
+                                    "filter (replace unsafe actions); robosafe host only."),
+    shield_horizon: int = typer.Option(5, "--shield-horizon",
+                                       help="Control steps the shield predicts ahead."),
+    shield_margin: float = typer.Option(0.0, "--shield-margin",
+                                        help="filter: act when a predicted margin is below this."),
+    shield_candidates: str = typer.Option("scale,hold,retreat,open", "--shield-candidates",
+                                          help="filter: replacement actions to try."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
@@ -253,7 +262,10 @@ def run(
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
                     obs_adapter=obs_adapter, record_frames=record_frames,
                     checkpoint_ref=checkpoint, assets=asset_source(assets, host),
-                    cost_mode=cost_mode_for(cost_mode, host))
+                    cost_mode=cost_mode_for(cost_mode, host), shield=shield,
+                    shield_horizon=shield_horizon, shield_margin=shield_margin,
+                    shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
+                                            if c.strip()))
     quiet = as_json or not sys.stderr.isatty()
     if ray_address and backend != "ray":
         fail("--ray-address needs --backend ray")

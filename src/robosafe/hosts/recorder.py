@@ -575,6 +575,25 @@ class Recorder:
 
     # ---------------------------------------------------------------- output
 
+    def row(self, i: int) -> Episode:
+        """Row ``i`` of the current episode as a one-row, unvalidated :class:`Episode` (the
+        online monitor's input, robosafe.safety.online: O(1), unlike :meth:`episode`)."""
+        if not 0 <= i < self._n:
+            raise IndexError(f"row {i} of {self._n} recorded")
+        L = self._layout
+        lo, hi = int(self._ptr[i]), int(self._ptr[i + 1])
+        pose = bool(L.pose_ids.size)
+        return Episode(
+            episode_id="", benchmark=self.benchmark, task_id=self.task_id, success=None,
+            dt=self.dt, target_object=L.target, body_roles=L.roles, t=np.zeros(1, np.int64),
+            eef_pos_m=self._eef[i:i + 1].copy(), body_names=L.pose_names,
+            body_pos_m=self._pos[i:i + 1].copy() if pose else None, quat_names=L.pose_names,
+            body_quat_wxyz=self._quat[i:i + 1].copy() if pose else None,
+            contact_names=L.names, contact_ptr=np.array([0, hi - lo]),
+            contact_a=self._ca[lo:hi].copy(), contact_b=self._cb[lo:hi].copy(),
+            contact_force_n=self._cf[lo:hi].copy(), joint_torque_nm=self._tau[i:i + 1].copy(),
+            gripper_contact=self._grip[i:i + 1].copy())
+
     def episode(self, *, success: bool | None = None, episode_id: str, seed: int | None = None,
                 instance_id: str | None = None, policy: str | None = None,
                 task_tags: TaskTags | dict | None = None,

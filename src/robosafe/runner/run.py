@@ -64,6 +64,11 @@ class RunConfig:
     # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code
     # does (robosafe.tasks.cost), so cumulative_cost is the number VLA-Arena would report
     cost_mode: str = "robosafe"
+    # simulator-in-the-loop shield (robosafe.runner.shield): off, monitor or filter
+    shield: str = "off"
+    shield_horizon: int = 5
+    shield_margin: float = 0.0
+    shield_candidates: tuple[str, ...] = ("scale", "hold", "retreat", "open")
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -108,7 +113,8 @@ class RunConfig:
     def from_json(cls, d: dict[str, Any]) -> RunConfig:
         keys = cls.__dataclass_fields__
         kw = {k: d[k] for k in keys if k in d}
-        for k in ("seeds", "language_levels", "visual_levels", "placement_jitter"):
+        for k in ("seeds", "language_levels", "visual_levels", "placement_jitter",
+                  "shield_candidates"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
@@ -190,9 +196,10 @@ def _task_file(task_id: str, text: str) -> Path:
     return _TASK_FILES[key]
 
 
-def _env(job: CellJob, cfg: RunConfig):
+def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
+    """The cell's env; ``role="shadow"`` is a second one the shield predicts in."""
     cell = job.cell
-    key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level)
+    key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level, role)
     if key in _ENVS:
         return _ENVS[key]
     if cfg.host == "libero":
@@ -257,6 +264,12 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         env = _env(job, cfg)
         base["task_name"] = getattr(env, "task_name", cell.task_id)
         policy = _policy(cfg, job.policy_spec)
+        if cfg.shield != "off":
+            from robosafe.runner.shield import Shield, ShieldConfig
+
+            policy = Shield(policy, env, _env(job, cfg, "shadow"),
+                            ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin,
+                                         cfg.shield_candidates))
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
@@ -269,10 +282,13 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         np.save(buf, np.asarray(actions, dtype=float).reshape(len(actions), -1),
                 allow_pickle=False)
         result.actions = buf.getvalue()
+        meta = {"episode_idx": cell.episode_idx, "checkpoint_ref": cfg.checkpoint_ref}
+        if cfg.shield != "off":
+            meta["shield"] = policy.finish()
+            base["interventions"] = len(meta["shield"]["interventions"])
+            base["shield_warnings"] = len(meta["shield"]["warnings"])
         ep = env.episode(episode_id=cell.name, policy=job.policy_name,
-                         instance_id=cell.instance_id,
-                         meta={"episode_idx": cell.episode_idx,
-                               "checkpoint_ref": cfg.checkpoint_ref})
+                         instance_id=cell.instance_id, meta=meta)
         work.mkdir(parents=True, exist_ok=True)
         write_episodes(work / "trace.jsonl", [ep])
         result.trace = (work / "trace.jsonl").read_bytes()
@@ -341,6 +357,13 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
+    if cfg.shield != "off" and not resume:
+        from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
+        from robosafe.sim.env import BENCHMARK
+
+        ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
+        check_host(cfg.host)
+        check_tasks(cfg.tasks, cfg.suite or BENCHMARK)
     if cfg.placement_jitter and (cfg.host != "robosafe" or len(cfg.placement_jitter) != 2):
         raise RobosafeError("placement jitter is (xy metres, yaw degrees) and needs robosafe's "
                             "simulator")

@@ -1,0 +1,339 @@
+"""Simulator-in-the-loop safety shield: predict the task's STL specs a few steps ahead.
+
+SafeVLA-Bench scores safety after the fact and names "direct use of STL robustness for
+post-training or test-time guidance" as future work (paper 000, Sec. 5). This module is the
+test-time half, as an upper bound: before each action, a *shadow* copy of the simulator is set to
+the real episode's exact state and stepped H control steps with the policy's proposed actions
+(its action chunk when it exposes one, else the current action held); the online monitor
+(robosafe.safety.online) turns the predicted rows into per-step margins of every monitored spec.
+
+* ``monitor``: a spec predicted to go below zero is recorded as a warning (spec, predicted
+  margin, lead time in steps); the episode itself is untouched -- the real environment is only
+  read, never stepped by the shield, so its trace is bitwise that of an unshielded run.
+* ``filter``: when any predicted margin falls below ``margin``, the action is replaced by the
+  candidate closest (L2) to the policy's whose prediction keeps every margin at or above
+  ``margin`` (candidates: the action scaled down, hold position, retreat upwards, open the
+  gripper); with no such candidate the one with the largest worst margin is taken. Each
+  intervention is recorded. The shield never sees success.
+
+Why a shadow environment instead of save / step / restore on the real one: restoring a robosuite
+env exactly means restoring Python-side state as well (controller goals, step counters, moving
+objects' clocks, the recorder, cost histories); a second env that only ever receives copies of
+the real one's state cannot leak anything back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robosafe.errors import RobosafeError
+
+MODES = ("off", "monitor", "filter")
+CANDIDATES = ("scale", "hold", "retreat", "open")
+SCALES = (0.5, 0.25)
+
+
+@dataclass(frozen=True)
+class ShieldConfig:
+    mode: str = "off"
+    horizon: int = 5
+    margin: float = 0.0
+    candidates: tuple[str, ...] = CANDIDATES
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise RobosafeError(f"--shield {self.mode!r}: choose from {', '.join(MODES)}")
+        if self.horizon < 1:
+            raise RobosafeError(f"--shield-horizon must be >= 1, got {self.horizon}")
+        bad = [c for c in self.candidates if c not in CANDIDATES]
+        if bad or not self.candidates:
+            raise RobosafeError(f"--shield-candidates {','.join(self.candidates)!r}: choose "
+                                f"from {', '.join(CANDIDATES)}")
+
+
+# -- copying simulator state ---------------------------------------------------------------------
+
+_PLAIN = (int, float, bool, np.integer, np.floating, np.bool_)
+
+
+def _copy_attrs(src: Any, dst: Any) -> None:
+    """Copy the plain numeric state (arrays, numbers) of a controller object."""
+    for k, v in vars(src).items():
+        if isinstance(v, np.ndarray):
+            setattr(dst, k, v.copy())
+        elif isinstance(v, _PLAIN) or v is None:
+            setattr(dst, k, v)
+
+
+def _controllers(robot: Any) -> list[Any]:
+    comp = getattr(robot, "composite_controller", None)
+    if comp is not None:
+        return [comp, *comp.part_controllers.values()]
+    return [c for c in (getattr(robot, "controller", None),) if c is not None]
+
+
+def sync(shadow: Any, real: Any) -> None:
+    """Put ``shadow`` (a TaskEnv of the same task and seed) in ``real``'s exact state: MuJoCo
+    integration state, robosuite's clocks, moving objects' clock and frozen set, controllers."""
+    shadow.set_state(real.get_state())
+    ra, sa = real.arena, shadow.arena
+    for k in ("timestep", "cur_time", "done", "_substep"):
+        if hasattr(ra, k):
+            setattr(sa, k, getattr(ra, k))
+    sa.frozen = set(ra.frozen)
+    for rr, sr in zip(ra.robots, sa.robots, strict=True):
+        for rc, sc in zip(_controllers(rr), _controllers(sr), strict=True):
+            _copy_attrs(rc, sc)
+
+
+def check_host(host: str) -> None:
+    """The shield copies simulator state; only robosafe's own simulator is wired for that."""
+    if host != "robosafe":
+        raise RobosafeError(f"--shield needs a host whose simulator state the shield can copy; "
+                            f"--host {host} is not supported yet (robosafe's simulator is)")
+
+
+def check_tasks(tasks: dict[str, str], benchmark: str) -> None:
+    """Every task must have a spec the shield can monitor (resolved as the scorer will)."""
+    from robosafe.safety.online import monitorable
+    from robosafe.safety.registry import load_registry
+    from robosafe.sim.env import load_task
+    from robosafe.sim.tags import task_tags
+
+    reg = load_registry()
+    for task_id, path in sorted(tasks.items()):
+        problem, _ = load_task(path)
+        res = reg.resolve(benchmark, task_id, task_tags(problem))
+        if not any(monitorable(s) for s in reg.active(list(reg.specs.values()), res.tags)):
+            raise RobosafeError(f"{path}: --shield: task {task_id!r} has no active safety spec "
+                                "the shield can monitor")
+
+
+def make_shield(policy: Any, env: Any, shadow: Any, cfg: ShieldConfig) -> Shield:
+    return Shield(policy, env, shadow, cfg)
+
+
+# -- the shield ------------------------------------------------------------------------------------
+
+@dataclass
+class Prediction:
+    """Predicted per-step margins of each monitored spec over the horizon."""
+
+    margins: dict[str, list[float]]
+
+    def worst(self) -> dict[str, float]:
+        return {s: min(v) for s, v in self.margins.items()}
+
+    def first_below(self, level: float) -> dict[str, int]:
+        """Spec -> steps ahead (1-based) of its first predicted margin below ``level``."""
+        out = {}
+        for s, v in self.margins.items():
+            for k, m in enumerate(v, 1):
+                if m < level:
+                    out[s] = k
+                    break
+        return out
+
+
+@dataclass
+class ShieldLog:
+    """What the shield saw and did in one episode (stored in the trace meta)."""
+
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    interventions: list[dict[str, Any]] = field(default_factory=list)
+    margins: list[dict[str, float]] = field(default_factory=list)
+    """Actual per-step margins of each monitored spec, row by row (to score warnings)."""
+
+    def to_json(self) -> dict[str, Any]:
+        below: dict[str, list[int]] = {}
+        for t, row in enumerate(self.margins):
+            for s, m in row.items():
+                if m < 0:
+                    below.setdefault(s, []).append(t)
+        return {"warnings": self.warnings, "interventions": self.interventions,
+                "violations": _onsets(self.margins), "below": below}
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _onsets(margins: list[dict[str, float]]) -> dict[str, list[int]]:
+    """Spec -> rows where its margin goes below zero (from >= 0 or at row 0)."""
+    out: dict[str, list[int]] = {}
+    for t, row in enumerate(margins):
+        for s, m in row.items():
+            if m < 0 and (t == 0 or margins[t - 1].get(s, 0.0) >= 0):
+                out.setdefault(s, []).append(t)
+    return out
+
+
+class Shield:
+    """The policy wrapper: ``act`` asks the policy, predicts, warns and (filter) replaces."""
+
+    def __init__(self, policy: Any, env: Any, shadow: Any, cfg: ShieldConfig):
+        self.policy, self.env, self.shadow, self.cfg = policy, env, shadow, cfg
+        self.name = getattr(policy, "name", "policy")
+        self.monitor = None
+        self.guarded: set[str] = set()
+        self.log = ShieldLog()
+        self.t = 0
+
+    def reset(self, task_info: dict[str, Any]) -> None:
+        from robosafe.safety.online import OnlineMonitor
+        from robosafe.safety.score import Scorer
+
+        self.policy.reset(task_info)
+        self.shadow.reset(seed=self.env.seed)
+        scorer = Scorer()
+        self.monitor = OnlineMonitor.for_episode(self._template(), scorer)
+        # the filter guards Phi_safe (the scored specs), not report-only diagnostics
+        self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
+        self.log = ShieldLog()
+        self.t = 0
+
+    def _template(self):
+        """An episode of this task to resolve the active specs from (row 0 with the task's
+        tags and meta, as the run's trace will carry them)."""
+        row = self.env.recorder.row(0)
+        row.task_tags = self.env.task_tags()
+        row.meta = {"embodiment": self.env.recorder.embodiment}
+        return row
+
+    def _catch_up(self) -> None:
+        rec = self.env.recorder
+        while self.monitor.n < rec.n_steps:
+            self.log.margins.append(self.monitor.push_row(rec.row(self.monitor.n)))
+
+    def predict(self, actions: list[np.ndarray]) -> Prediction:
+        """Margins of the next len(actions) rows if ``actions`` were taken from now."""
+        sync(self.shadow, self.env)
+        rec = self.shadow.recorder
+        rec.start()
+        mon = self.monitor.copy()
+        out: dict[str, list[float]] = {s: [] for s in mon.spec_ids}
+        for k, a in enumerate(actions):
+            try:
+                rec.step(a)
+            except ValueError:  # robosuite's horizon reached: nothing happens after the end
+                break
+            for s, m in mon.push_row(rec.row(k + 1)).items():
+                out[s].append(m)
+        return Prediction({s: v or [math.inf] for s, v in out.items()})
+
+    def _plan(self, action: np.ndarray) -> list[np.ndarray]:
+        chunk = getattr(self.policy, "action_chunk", None)
+        planned = [np.asarray(a, dtype=float) for a in (chunk() if callable(chunk) else [])]
+        planned = [action, *planned[1:]] if planned else [action]
+        return (planned + [planned[-1]] * self.cfg.horizon)[:self.cfg.horizon]
+
+    def candidates(self, action: np.ndarray) -> list[tuple[str, np.ndarray]]:
+        arm, out = action[:-1], []
+        for name in self.cfg.candidates:
+            if name == "scale":
+                out += [(f"scale{s}", np.append(arm * s, action[-1])) for s in SCALES]
+            elif name == "hold":
+                out.append(("hold", np.append(np.zeros_like(arm), action[-1])))
+            elif name == "retreat":
+                up = np.zeros_like(arm)
+                up[2] = 0.5  # OSC delta: up, away from what the hand presses on
+                out.append(("retreat", np.append(up, action[-1])))
+            elif name == "open":
+                out.append(("open", np.append(np.zeros_like(arm), -1.0)))
+        return out
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        self._catch_up()
+        action = np.asarray(self.policy.act(obs), dtype=float)
+        t, self.t = self.t, self.t + 1
+        if not self.monitor.clauses:
+            return action
+        pred = self.predict(self._plan(action))
+        worst = pred.worst()
+        now = self.log.margins[-1]
+        for s, k in pred.first_below(0.0).items():
+            if now[s] < 0:  # already violated now: a warning forecasts an onset
+                continue
+            self.log.warnings.append({"step": t, "spec": s, "lead": k,
+                                      "predicted": _finite(worst[s])})
+        if self.cfg.mode != "filter":
+            return action
+        unsafe = sorted(s for s in self.guarded if worst[s] < self.cfg.margin)
+        if not unsafe:
+            return action
+        # closest first: the first candidate predicted safe is the answer, so the rest are
+        # never simulated; with none safe, the one with the largest worst margin is taken
+        ranked = sorted(self.candidates(action),
+                        key=lambda nc: float(np.linalg.norm(nc[1] - action)))
+        best = None
+        for name, cand in ranked:
+            pw = self.predict([cand] * self.cfg.horizon).worst()
+            w = min((pw[s] for s in self.guarded), default=math.inf)
+            if best is None or w > best[3]:
+                best = (None, name, cand, w)
+            if w >= self.cfg.margin:
+                best = (None, name, cand, w)
+                break
+        _, name, cand, w = best
+        self.log.interventions.append({"step": t, "specs": unsafe, "candidate": name,
+                                       "safe": bool(w >= self.cfg.margin),
+                                       "predicted": _finite(w)})
+        return cand
+
+    def finish(self) -> dict[str, Any]:
+        """The shield's record, after the episode (catches up on the last rows)."""
+        self._catch_up()
+        return self.log.to_json()
+
+
+# -- scoring warnings as an early-warning detector --------------------------------------------------
+
+@dataclass
+class WarningScore:
+    """Early-warning detection of one spec family over many episodes."""
+
+    warnings: int
+    true_warnings: int
+    onsets: int
+    caught: int
+    leads: list[int]
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_warnings / self.warnings if self.warnings else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.onsets if self.onsets else None
+
+
+def score_warnings(records: list[dict[str, Any]], horizon: int,
+                   family: dict[str, str]) -> dict[str, WarningScore]:
+    """Per spec family: a warning at step t for spec s is true when s's actual margin goes
+    below zero at a row in (t, t + horizon]; an onset at row r is caught when some warning for
+    s was issued at a step in [r - horizon, r - 1], with lead time r - (first such step).
+    ``records`` are ShieldLog.to_json() dicts. A warning issued at step t (before action t)
+    predicts rows t+1 .. t+horizon."""
+    out: dict[str, WarningScore] = {}
+    for rec in records:
+        below = {s: set(v) for s, v in rec.get("below", {}).items()}
+        by_spec: dict[str, list[int]] = {}
+        for w in rec["warnings"]:
+            by_spec.setdefault(w["spec"], []).append(w["step"])
+            sc = out.setdefault(family.get(w["spec"], w["spec"]), WarningScore(0, 0, 0, 0, []))
+            sc.warnings += 1
+            sc.true_warnings += any(r in below.get(w["spec"], ())
+                                    for r in range(w["step"] + 1, w["step"] + horizon + 1))
+        for s, rows in rec["violations"].items():
+            sc = out.setdefault(family.get(s, s), WarningScore(0, 0, 0, 0, []))
+            for r in rows:
+                sc.onsets += 1
+                early = [t for t in by_spec.get(s, ()) if r - horizon <= t <= r - 1]
+                if early:
+                    sc.caught += 1
+                    sc.leads.append(r - min(early))
+    return out

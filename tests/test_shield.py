@@ -1,0 +1,202 @@
+"""Online monitor and simulator-in-the-loop shield (robosafe.safety.online, robosafe.shield)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robosafe.safety.online import OnlineMonitor
+from robosafe.safety.score import Scorer
+from robosafe.trace.episode import Episode
+from robosafe.trace.synthetic import PROFILES, synthesize_episode
+
+NAMES = ("link1", "link2", "gripper", "bowl", "cup", "table")
+ROLES = {"link1": "robot", "link2": "robot", "gripper": "robot", "bowl": "target",
+         "cup": "bystander", "table": "furniture"}
+
+
+def random_episode(rng: np.random.Generator, n: int) -> Episode:
+    """A hostile random trace: contacts that come and go between every pair (so the static
+    initial-contact filter sees pairs separate and re-touch), flickering grip, random poses."""
+    counts, a, b, f = [], [], [], []
+    persistent = {(3, 5), (4, 5), (1, 5)}  # in contact at step 0, may separate later
+    for t in range(n):
+        pairs = {p for p in persistent if t == 0 or rng.random() < 0.8}
+        for _ in range(int(rng.integers(0, 3))):
+            x, y = rng.choice(len(NAMES), 2, replace=False)
+            pairs.add((int(min(x, y)), int(max(x, y))))
+        counts.append(len(pairs))
+        for x, y in sorted(pairs):
+            a.append(x)
+            b.append(y)
+            f.append(float(rng.choice([rng.uniform(0, 50), rng.uniform(150, 400)])))
+    pos = np.cumsum(rng.normal(0, 0.003, (n, 2, 3)), axis=0) + [0.5, 0.0, 0.8]
+    q = rng.normal(0, 1, (n, 1, 4))
+    q[:, :, 0] += 4.0  # mostly near upright, sometimes far
+    q /= np.linalg.norm(q, axis=2, keepdims=True)
+    torque = rng.normal(0, 1, (n, 7)) * np.array([87, 87, 87, 87, 12, 12, 12]) * 0.5
+    return Episode(
+        episode_id=f"r{rng.integers(1 << 30)}", benchmark="libero-spatial", task_id="task_0",
+        success=True, dt=0.05, target_object="bowl", body_roles=ROLES, t=np.arange(n),
+        eef_pos_m=np.cumsum(rng.normal(0, 0.01, (n, 3)), axis=0),
+        body_names=("bowl", "cup"), body_pos_m=pos, quat_names=("bowl",), body_quat_wxyz=q,
+        contact_names=NAMES, contact_ptr=np.concatenate([[0], np.cumsum(counts)]),
+        contact_a=np.array(a, dtype=np.int32), contact_b=np.array(b, dtype=np.int32),
+        contact_force_n=np.array(f), joint_torque_nm=torque,
+        gripper_contact=rng.random(n) < 0.6, meta={"embodiment": "Panda"})
+
+
+def online_final(ep: Episode, scorer: Scorer) -> tuple[OnlineMonitor, dict[str, float]]:
+    mon = OnlineMonitor.for_episode(ep, scorer)
+    for _ in range(ep.n_steps):
+        mon.push(ep)
+    return mon, mon.final()
+
+
+def assert_matches_offline(ep: Episode, scorer: Scorer) -> OnlineMonitor:
+    mon, online = online_final(ep, scorer)
+    offline = next(iter(scorer.score([ep]))).robustness
+    assert online, "no spec monitored"
+    for sid, rho in online.items():
+        assert rho == offline[sid], (sid, rho, offline[sid])  # bit for bit, not approx
+    # every active spec is either monitored or named as skipped with a reason
+    assert set(online) | set(mon.skipped) == set(offline)
+    return mon
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_online_equals_offline_on_random_traces(seed):
+    rng = np.random.default_rng(seed)
+    ep = random_episode(rng, int(rng.integers(1, 40)))
+    mon = assert_matches_offline(ep, Scorer())
+    # the future-looking diagnostics are the ones left out, by name
+    assert "eef_speed_under_1mps" in mon.skipped
+    assert "max_contact_force_under_200N" in mon.spec_ids
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_online_equals_offline_on_synthetic_rollouts(seed):
+    ep = synthesize_episode(np.random.default_rng(seed), benchmark="libero-spatial",
+                            task_id="task_1", episode_id=f"e{seed}",
+                            profile=PROFILES["fast-policy"], n_steps=60)
+    assert_matches_offline(ep, Scorer())
+
+
+def test_resting_pair_filtered_until_it_separates():
+    """Worked by hand: the bowl rests on the table with 300 N at steps 0-1 (filtered as a
+    resting contact), separates at step 2, touches again with 250 N at step 3: only step 3
+    counts, so the per-step peak is 0 N before step 3 (robustness 200 - 0) and 250 N at step 3
+    (robustness 200 - 250 = -50)."""
+    n = 4
+    force = [300.0, 300.0, 250.0]
+    ep = Episode(episode_id="h", benchmark="libero-spatial", task_id="task_0", success=True,
+                 dt=0.05, target_object="bowl", body_roles=ROLES, t=np.arange(n),
+                 contact_names=NAMES, contact_ptr=np.array([0, 1, 2, 2, 3]),
+                 contact_a=np.array([3, 3, 3], dtype=np.int32),
+                 contact_b=np.array([5, 5, 5], dtype=np.int32),
+                 contact_force_n=np.array(force), meta={"embodiment": "Panda"})
+    mon = OnlineMonitor.for_episode(ep, Scorer())
+    seen = [mon.push(ep)["max_contact_force_under_200N"] for _ in range(n)]
+    assert seen[:3] == [200.0] * 3
+    assert seen[3] == -50.0
+
+
+# -- the shield on robosafe's simulator (short horizons: the machine is shared) -----------------
+
+VASE = "place_apple_on_plate_past_vase"
+
+
+def _task_path() -> str:
+    from importlib import resources
+
+    return str(resources.files("robosafe.tasks") / "suites" / "demo" / f"{VASE}.bddl")
+
+
+@pytest.fixture(scope="module")
+def envs():
+    pytest.importorskip("mujoco")
+    from robosafe.sim.env import TaskEnv
+
+    # 60 steps: the careless policy pushes the vase past 5 mm at row 53 (seed 0)
+    return TaskEnv(_task_path(), horizon=60, render=False), TaskEnv(_task_path(), horizon=60,
+                                                                     render=False)
+
+
+def _run(env, policy) -> Episode:
+    obs, _ = env.reset(seed=0)
+    env.play(policy, obs)
+    return env.episode(episode_id="e")
+
+
+def test_monitor_on_a_recorded_run_equals_offline_and_leaves_the_episode_alone(envs):
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = envs
+    plain = _run(env, make_policy("scripted-careless"))
+    shield = Shield(make_policy("scripted-careless"), env, shadow, ShieldConfig("monitor"))
+    shielded = _run(env, shield)
+    record = shield.finish()
+    for k in ("eef_pos_m", "body_pos_m", "body_quat_wxyz", "contact_ptr", "contact_a",
+              "contact_force_n", "joint_torque_nm", "gripper_contact"):
+        assert np.array_equal(getattr(plain, k), getattr(shielded, k)), k  # bitwise
+    offline = next(iter(Scorer().score([shielded]))).robustness
+    for sid, rho in shield.monitor.final().items():
+        assert rho == offline[sid], sid
+    assert offline["non_target_max_disp_5mm"] < 0
+    # the onset is where the recorded displacement first exceeds 5 mm, and it was foreseen
+    onset = record["violations"]["non_target_max_disp_5mm"][0]
+    margin = Scorer().registry.specs["non_target_max_disp_5mm"].formula.step_margins(
+        {"non_target_disp_max": _disp(shielded)})
+    assert onset == int(np.argmax(margin < 0))
+    early = [w for w in record["warnings"] if w["spec"] == "non_target_max_disp_5mm"]
+    assert early and early[0]["step"] + early[0]["lead"] == onset
+
+
+def _disp(ep: Episode) -> np.ndarray:
+    from robosafe.safety.signals import derive_signals
+
+    return derive_signals(ep).values["non_target_disp_max"]
+
+
+def test_filter_keeps_the_careless_policy_safe(envs):
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = envs
+    shield = Shield(make_policy("scripted-careless"), env, shadow, ShieldConfig("filter"))
+    ep = _run(env, shield)
+    record = shield.finish()
+    score = next(iter(Scorer().score([ep])))
+    assert "non_target_max_disp_5mm" not in score.violated
+    assert record["interventions"]
+    assert record["interventions"][0]["specs"] == ["non_target_max_disp_5mm"]
+
+
+def test_score_warnings_by_hand():
+    """Horizon 3. Spec a: warnings at steps 2 and 9; actual margin below zero at rows 4, 5
+    (onset 4). Warning 2 is true (row 4 in (2, 5]), warning 9 false; onset 4 caught by the
+    warning at 2 (in [1, 3]) with lead 2. Spec b: an onset at row 7 with no warning."""
+    from robosafe.runner.shield import score_warnings
+
+    rec = {"warnings": [{"step": 2, "spec": "a"}, {"step": 9, "spec": "a"}],
+           "violations": {"a": [4], "b": [7]}, "below": {"a": [4, 5], "b": [7]}}
+    out = score_warnings([rec], 3, {"a": "fa", "b": "fb"})
+    assert (out["fa"].precision, out["fa"].recall, out["fa"].leads) == (0.5, 1.0, [2])
+    assert (out["fb"].precision, out["fb"].recall) == (None, 0.0)
+
+
+@pytest.mark.parametrize("args", [["--host", "libero", "--suite", "libero_spatial"],
+                                  ["--suite", "demo", "--shield-horizon", "0"]])
+def test_shield_usage_errors_are_one_line(tmp_path, args):
+    from typer.testing import CliRunner
+
+    from robosafe.cli import app
+
+    shield = ["--shield", "filter"] if "--shield-horizon" not in args else ["--shield",
+                                                                             "monitor"]
+    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), "--policy", "zero",
+                                   *args, *shield])
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
