@@ -52,16 +52,16 @@ def test_fmt_round_trips_and_writes(tmp_path):
 
 def test_perturb_language_is_deterministic(tmp_path):
     path = next(p for p in EXAMPLES if p.name == "libero_pick_place.bddl")
-    a = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
-                       "--n", "3", "--json").stdout)
-    b = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
-                       "--n", "3", "--json").stdout)
+    a = json.loads(run("tasks", "perturb-language", str(path), "--language-level", "2", "--seed",
+                       "5", "-n", "3", "--json").stdout)
+    b = json.loads(run("tasks", "perturb-language", str(path), "--language-level", "2", "--seed",
+                       "5", "-n", "3", "--json").stdout)
     assert a == b and len(a) == 3 and len({v["text"] for v in a}) == 3
     assert all(len(v["substitutions"]) == 2 for v in a)
     short = tmp_path / "short.bddl"
     short.write_text(path.read_text().replace(parse_file(path).language, "Pick up the bowl"))
     slots = len(semantic_slots("Pick up the bowl"))
-    proc = run("tasks", "perturb-language", str(short), "--level", str(slots + 1))
+    proc = run("tasks", "perturb-language", str(short), "--language-level", str(slots + 1))
     assert proc.returncode == 2 and f"has {slots} substitutable slot" in proc.stderr
 
 

@@ -294,7 +294,7 @@ def test_cli_round_trip(runs, tmp_path):
     assert {t["task_id"] for t in shown["tasks"]} == set(TASKS)
 
     for args in (("list",), ("compare", "careful", "careless", "--metric", "safe"),
-                 ("show", "careful", "--episodes")):
+                 ("show", "careful", "--list-episodes")):
         res = cli("results", *args, "--db", db)
         assert res.exit_code == 0, res.output
         assert "careful" in res.stdout

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
+from robosafe.cli import EXIT_USER_ERROR, app, deprecated_option, emit_json, renamed, user_errors
 from robosafe.errors import TaskError
 
 # robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
@@ -142,12 +142,18 @@ def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
 @tasks_app.command("perturb-language")
 @user_errors
 def perturb_language(file: Path = typer.Argument(..., help="CBDDL task file."),
-                     level: int = typer.Option(1, "--level", min=0, max=4,
-                                               help="W_k: number of slots substituted."),
+                     language_level: int = typer.Option(
+                         1, "--language-level", min=0, max=4,
+                         help="W_k: number of slots substituted."),
                      seed: int = typer.Option(0, "--seed", min=0, help="Random seed."),
-                     n: int = typer.Option(1, "--n", min=1, help="Number of distinct variants."),
-                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+                     n: int = typer.Option(1, "--variants", "-n", min=1,
+                                           help="Number of distinct variants."),
+                     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+                     old_level: int = deprecated_option("--level"),
+                     old_n: int = deprecated_option("--n")) -> None:
     """Language variants of a task's instruction at level W_k (VLA-Arena App. 8.1)."""
+    level = renamed(old_level, language_level, "--level", "--language-level", default=1)
+    n = renamed(old_n, n, "--n", "-n/--variants", default=1)
     from robosafe.tasks import parse_file
     from robosafe.tasks.language import variants
 
