@@ -10,7 +10,16 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import EXIT_USER_ERROR, app, deprecated_option, emit_json, renamed, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    deprecated_option,
+    emit_json,
+    fail,
+    renamed,
+    user_errors,
+    warn,
+)
 from robosafe.errors import TaskError
 
 # robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
@@ -118,15 +127,31 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
 @user_errors
 def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
         write: bool = typer.Option(False, "--write", help="Rewrite the file in place."),
-        as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed}.")
+        drop_comments: bool = typer.Option(False, "--drop-comments",
+                                           help="Let --write rewrite a file that has ';' "
+                                                "comments (the canonical form has none)."),
+        as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed, "
+                                                           "comments_dropped}.")
         ) -> None:
-    """Print the canonical form of a task file (or rewrite it with --write)."""
+    """Print the canonical form of a task file (or rewrite it with --write).
+
+    The canonical form is written from the parsed task, which keeps no comments: --write
+    refuses a file with ';' comments unless --drop-comments is given."""
     from robosafe.tasks import parse_file, write_task
+    from robosafe.tasks.parser import comment_lines
 
     text = write_task(parse_file(file))
+    original = file.read_text(encoding="utf-8")
+    comments = comment_lines(original)
+    if comments and write and not drop_comments:
+        fail(f"{file}: not rewritten: fmt would drop its {len(comments)} ';' comment(s) "
+             f"(first on line {comments[0]}); pass --drop-comments to rewrite it anyway")
+    if comments and not as_json:
+        warn(f"{file}: the canonical form drops {len(comments)} ';' comment(s) (first on line "
+             f"{comments[0]})")
     if as_json:
-        emit_json({"file": str(file), "text": text,
-                   "changed": text != file.read_text(encoding="utf-8")}, None, True)
+        emit_json({"file": str(file), "text": text, "changed": text != original,
+                   "comments_dropped": len(comments)}, None, True)
     if as_json and not write:
         return
     if not write:

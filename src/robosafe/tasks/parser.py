@@ -167,6 +167,18 @@ def _tokenize(text: str) -> tuple[list[_Tok], Pos]:
     return toks, Pos(line, len(text) - line_start + 1)
 
 
+def comment_lines(text: str) -> list[int]:
+    """Line numbers of the ``;`` comments in CBDDL text (the tokenizer's own rule, so a ``;``
+    inside ``:language`` counts as it does when parsing)."""
+    lines, line = [], 1
+    for m in _TOKEN.finditer(text):
+        if m.group(1):
+            line += 1
+        elif m.group().startswith(";"):
+            lines.append(line)
+    return lines
+
+
 def _desc(tok: _Tok | None) -> str:
     if tok is None:
         return "end of file"
