@@ -151,6 +151,9 @@ def compare(
     table.add_row("rows with a known value", str(r.n_a), str(r.n_b))
     table.add_row("rows left out (balancing)", str(r.dropped_a), str(r.dropped_b))
     Console().print(table)
+    if r.degenerate:
+        typer.echo(f"difference B - A = {r.difference:+.4f}; {r.degenerate}")
+        return
     lo, hi = r.ci
     typer.echo(f"difference B - A = {r.difference:+.4f}, {100 * r.confidence:g}% CI "
                f"[{lo:+.4f}, {hi:+.4f}]")
