@@ -32,6 +32,8 @@ COMMANDS = {
     "robosafe stats wilson 167 200": ["-m", "robosafe", "stats", "wilson", "167", "200"],
     "robosafe stats newcombe 167 200 150 200": ["-m", "robosafe", "stats", "newcombe", "167",
                                                 "200", "150", "200"],
+    "robosafe stats cutoffs (T=24 S=50)": ["-m", "robosafe", "stats", "cutoffs", "--tasks",
+                                           "24", "--samples", "50", "--baseline", "1100"],
     "robosafe stats compare (T=10 S=50)": ["-m", "robosafe", "stats", "compare", "--tasks",
                                            "10", "--samples", "50", "--baseline", "450",
                                            "--new", "470"],

@@ -5,7 +5,7 @@ the arm's colourised depth; last column: the clip's top-down input (overhead fra
 Everything comes from the dataset through robosafe's own readers (clip_images, topdown_image).
 
 Run:  python scripts/make_grounding_sheet.py DATASET docs/img/grounding_generate_sheet.jpg
-      (DATASET from `robosafe grounding generate DATASET --episodes 4 --seed 3 --size 128`)
+      (DATASET from `robosafe grounding generate -o DATASET -n 4 --seed 3 --size 128`)
 """
 
 from __future__ import annotations

@@ -46,22 +46,46 @@ def test_fmt_round_trips_and_writes(tmp_path):
         assert parse_task(out) == parse_file(path)
     copy = tmp_path / "x.bddl"
     copy.write_text(EXAMPLES[0].read_text())
-    assert run("tasks", "fmt", str(copy), "--write").returncode == 0
+    assert run("tasks", "fmt", str(copy), "--write", "--drop-comments").returncode == 0
     assert copy.read_text() == run("tasks", "fmt", str(EXAMPLES[0])).stdout
+
+
+def test_fmt_write_refuses_to_drop_comments(tmp_path):
+    body = "; header\n(define (problem t) ; the name\n  (:domain robosuite)\n" \
+           "  (:language pick ; not part of the text\n it up)\n  (:objects a b - thing)\n" \
+           "  (:goal (On a b)))\n"
+    path = tmp_path / "c.bddl"
+    path.write_text(body)
+    proc = run("tasks", "fmt", str(path), "--write")
+    assert proc.returncode == 2 and path.read_text() == body  # untouched
+    assert proc.stderr == (f"robosafe: error: {path}: not rewritten: fmt would drop its 3 ';' "
+                           "comment(s) (first on line 1); pass --drop-comments to rewrite it "
+                           "anyway\n")
+    printed = run("tasks", "fmt", str(path))
+    assert printed.returncode == 0 and ";" not in printed.stdout
+    assert printed.stderr == (f"robosafe: warning: {path}: the canonical form drops 3 ';' "
+                              "comment(s) (first on line 1)\n")
+    assert json.loads(run("tasks", "fmt", str(path), "--json").stdout)["comments_dropped"] == 3
+    no_comments = tmp_path / "n.bddl"
+    no_comments.write_text(printed.stdout)
+    proc = run("tasks", "fmt", str(no_comments), "--write")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert run("tasks", "fmt", str(path), "--write", "--drop-comments").returncode == 0
+    assert path.read_text() == printed.stdout
 
 
 def test_perturb_language_is_deterministic(tmp_path):
     path = next(p for p in EXAMPLES if p.name == "libero_pick_place.bddl")
-    a = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
-                       "--n", "3", "--json").stdout)
-    b = json.loads(run("tasks", "perturb-language", str(path), "--level", "2", "--seed", "5",
-                       "--n", "3", "--json").stdout)
+    a = json.loads(run("tasks", "perturb-language", str(path), "--language-level", "2", "--seed",
+                       "5", "-n", "3", "--json").stdout)
+    b = json.loads(run("tasks", "perturb-language", str(path), "--language-level", "2", "--seed",
+                       "5", "-n", "3", "--json").stdout)
     assert a == b and len(a) == 3 and len({v["text"] for v in a}) == 3
     assert all(len(v["substitutions"]) == 2 for v in a)
     short = tmp_path / "short.bddl"
     short.write_text(path.read_text().replace(parse_file(path).language, "Pick up the bowl"))
     slots = len(semantic_slots("Pick up the bowl"))
-    proc = run("tasks", "perturb-language", str(short), "--level", str(slots + 1))
+    proc = run("tasks", "perturb-language", str(short), "--language-level", str(slots + 1))
     assert proc.returncode == 2 and f"has {slots} substitutable slot" in proc.stderr
 
 

@@ -364,3 +364,30 @@ def test_t10_s20_r5_matches_the_compiled_c4_dp():
     A = np.arange(0, RN, 7)
     L = np.minimum(RN - A, 1 + A % 150)
     assert np.array_equal(np.rint(C.q_hi(A, L, T, S, R) * S).astype(np.int64), F[A, A + L])
+
+
+def test_plain_python_and_numba_kernels_give_identical_tables(monkeypatch):
+    # small shapes run the DP kernel as plain Python, large ones compiled: the same tables
+    shapes = [(2, 3, 2, None), (3, 4, 2, None), (3, 3, 3, None), (2, 4, 2, 3)]
+    plain = {s: C._state_dp(*s[:3], lo_cap=s[3]) for s in shapes}
+    monkeypatch.setattr(C, "PURE_WORK", 0)
+    for s in shapes:
+        np.testing.assert_array_equal(C._state_dp(*s[:3], lo_cap=s[3]), plain[s])
+
+
+def test_binary_cutoffs_never_import_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, robosafe.stats.cutoffs as C\n"
+            "print(C.l_exists(1100, 24, 50, 1, 0.05), C.l_forall(1100, 24, 50, 1, 0.05),\n"
+            "      C.classify_gain(450, 470, 10, 50, 1, 0.05).label, C.l_forall(15, 3, 4, 2, 0.05),\n"
+            "      'numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    _le, lf = ref_cutoffs(3, 4, 2, 0.05)
+    assert int(out[3]) == lf[15]  # the R = 2 shape by its definition (reference DP above)
+    assert out[:3] == [str(C.l_exists(1100, 24, 50, 1, 0.05)),
+                       str(C.l_forall(1100, 24, 50, 1, 0.05)),
+                       C.classify_gain(450, 470, 10, 50, 1, 0.05).label]
+    assert out[4] == "False"

@@ -91,7 +91,7 @@ def test_rearrangement_with_a_held_object_simulates():
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     root = tmp_path_factory.mktemp("gen") / "data"
-    proc = run("grounding", "generate", str(root), "--episodes", "4", "--seed", "1",
+    proc = run("grounding", "generate", "-o", str(root), "--episodes", "4", "--seed", "1",
                "--size", "16", "--max-steps", "300", "--json")
     assert proc.returncode == 0, proc.stderr
     return root, json.loads(proc.stdout)
@@ -130,7 +130,7 @@ def test_generated_dataset_is_indexed_sampled_and_scored(generated):
 
 def test_generate_rejects_bad_options_in_one_line(tmp_path):
     for args, match in ((("--task", "cooking"), "--task 'cooking'"), (("--size", "33"), "even")):
-        proc = run("grounding", "generate", str(tmp_path / "x"), *args)
+        proc = run("grounding", "generate", "-o", str(tmp_path / "x"), *args)
         assert proc.returncode == 2 and match in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -204,7 +204,7 @@ def test_limit_speed_by_hand():
 
 
 def test_generate_checks_size_before_creating_anything(tmp_path):
-    proc = run("grounding", "generate", str(tmp_path / "x"), "--size", "4000")
+    proc = run("grounding", "generate", "-o", str(tmp_path / "x"), "--size", "4000")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         ("robosafe: error: --size 4000: must be even and in 8..2048 (the top-down MPEG-4 "
         "video; the offscreen render buffer)")]
@@ -233,7 +233,7 @@ def test_an_image_larger_than_mujocos_default_buffer_renders():
 def test_generate_never_writes_into_a_used_directory(generated, tmp_path):
     root, summary = generated
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
-    proc = run("grounding", "generate", str(root), "--episodes", "1", "--size", "16",
+    proc = run("grounding", "generate", "-o", str(root), "--episodes", "1", "--size", "16",
                "--max-steps", "10", "--robot", "primitive")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         (f"robosafe: error: {root}: holds a dataset; choose a new directory (generate writes "
@@ -244,7 +244,7 @@ def test_generate_never_writes_into_a_used_directory(generated, tmp_path):
     other = tmp_path / "notes"
     other.mkdir()
     (other / "a.txt").write_text("mine")
-    proc = run("grounding", "generate", str(other), "--episodes", "1", "--size", "16")
+    proc = run("grounding", "generate", "-o", str(other), "--episodes", "1", "--size", "16")
     assert proc.returncode == 2 and f"{other}: is not empty; choose a new directory" in \
         proc.stderr
     assert [p.name for p in other.iterdir()] == ["a.txt"]

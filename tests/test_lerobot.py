@@ -218,7 +218,7 @@ def test_round_trip_run_export_import_score_gives_the_same_metrics(run_dir, data
 
 
 def test_only_safe_keeps_the_safe_demonstrations(run_dir, tmp_path):
-    proc = cli("export", "lerobot", str(run_dir), str(tmp_path / "safe"), "--only-safe",
+    proc = cli("export", "lerobot", str(run_dir), "-o", str(tmp_path / "safe"), "--only-safe",
                "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -231,7 +231,7 @@ def test_only_safe_keeps_the_safe_demonstrations(run_dir, tmp_path):
 
 
 def test_export_refuses_an_existing_dataset_in_one_line(run_dir, dataset):
-    proc = cli("export", "lerobot", str(run_dir), str(dataset))
+    proc = cli("export", "lerobot", str(run_dir), "-o", str(dataset))
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "already exists" in proc.stderr
 
@@ -576,7 +576,7 @@ def _no_camera(frames: Path) -> None:
 def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir, tmp_path,
                                                                           damage, why):
     run, cell = damaged_copy(run_dir, tmp_path / "run", damage)
-    proc = cli("export", "lerobot", str(run), str(tmp_path / "ds"), "--json")
+    proc = cli("export", "lerobot", str(run), "-o", str(tmp_path / "ds"), "--json")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2, proc.stderr
@@ -602,7 +602,7 @@ def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
     if Path("/proc/self").is_dir():
         cases.append((Path("/proc/robosafe-ds"), "cannot create the output"))
     for out, why in cases:
-        proc = cli("export", "lerobot", str(run_dir), str(out))
+        proc = cli("export", "lerobot", str(run_dir), "-o", str(out))
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"robosafe: error: {out}: {why}")

@@ -62,7 +62,7 @@ def test_every_writer_names_an_output_it_cannot_create(tmp_path):
     small = ["--task", CAR, "--policy", "random", "-n", "1", "--horizon", "3"]
     commands = {"run": lambda o: ["run", *small, "--out", str(o)],
                 "collect": lambda o: ["collect", *small, "--out", str(o)],
-                "generate": lambda o: ["grounding", "generate", str(o), "--episodes", "1",
+                "generate": lambda o: ["grounding", "generate", "-o", str(o), "--episodes", "1",
                                        "--size", "16", "--max-steps", "10", "--robot",
                                        "primitive"]}
     for name, args in commands.items():

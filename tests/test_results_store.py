@@ -308,7 +308,7 @@ def test_cli_round_trip(runs, tmp_path):
     assert {t["task_id"] for t in shown["tasks"]} == set(TASKS)
 
     for args in (("list",), ("compare", "careful", "careless", "--metric", "safe"),
-                 ("show", "careful", "--episodes")):
+                 ("show", "careful", "--list-episodes")):
         res = cli("results", *args, "--db", db)
         assert res.exit_code == 0, res.output
         assert "careful" in res.stdout
@@ -384,3 +384,45 @@ def test_an_unscored_episode_is_stored_with_null_safety(tmp_path):
         s.ingest(run.path)
         row = s.con.execute("SELECT safe, sbu, vsi FROM episodes").fetchone()
     assert row == (None, None, None)
+
+
+def _rows(values: dict[str, list[int]], metric: str = "safe") -> list[dict]:
+    return [{"suite": "s", "task_id": t, "instance_id": f"{t}-{i}", "episode_idx": i,
+             "episode_id": f"{t}-{i}", metric: v}
+            for t, vs in values.items() for i, v in enumerate(vs)]
+
+
+def test_compare_says_why_a_zero_variance_has_no_interval():
+    from robosafe.runner.store import compare_rows
+
+    # A safe everywhere, B never: every paired difference is -1, V-hat = 0
+    r = compare_rows(_rows({"t1": [1, 1], "t2": [1, 1]}), _rows({"t1": [0, 0], "t2": [0, 0]}),
+                     metric="safe")
+    assert r.design == "paired" and r.difference == -1.0
+    assert r.degenerate == ("no interval or test: the variance estimate is 0 (every task's "
+                            "paired differences B - A are all the same for safe over T=2 x "
+                            "S=2), so the Wald interval would be a point and Z infinite or 0")
+    assert r.to_dict()["degenerate"] == r.degenerate
+    r = compare_rows(_rows({"t1": [1, 1]}), _rows({"t1": [0, 0]}), metric="safe",
+                     design="independent")
+    assert "each run's outcomes are constant within every task" in r.degenerate
+    # one differing pair gives a variance: an interval, no note
+    r = compare_rows(_rows({"t1": [1, 1], "t2": [1, 1]}), _rows({"t1": [0, 1], "t2": [0, 0]}),
+                     metric="safe")
+    assert r.degenerate is None and r.ci[0] < r.ci[1]
+
+
+def test_compare_cli_prints_the_reason_not_a_point_interval(tmp_path, monkeypatch):
+    from robosafe.runner import store as store_mod
+
+    degenerate = store_mod.compare_rows(_rows({"t1": [1, 1]}), _rows({"t1": [0, 0]}),
+                                        metric="safe")
+    monkeypatch.setattr(store_mod.Store, "__init__", lambda self, *a, **k: None)
+    monkeypatch.setattr(store_mod.Store, "close", lambda self: None)
+    monkeypatch.setattr(store_mod.Store, "compare", lambda self, *a, **k: degenerate)
+    res = CliRunner().invoke(app, ["results", "compare", "A", "B", "--metric", "safe",
+                                   "--db", str(tmp_path / "x.duckdb")])
+    assert res.exit_code == 0, res.output
+    last = res.stdout.strip().splitlines()[-1]
+    assert last == f"difference B - A = -1.0000; {degenerate.degenerate}"
+    assert "% CI [" not in res.stdout and "Z = " not in res.stdout

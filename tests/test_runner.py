@@ -200,3 +200,15 @@ def test_libero_runs_record_libero_assets():
     assert RunConfig.from_json(old).assets == "libero"
     assert RunConfig.from_json(old).identity() == cfg.identity()
     assert config().assets == "stand-in"  # robosafe's simulator keeps its own choice
+
+
+def test_recording_videos_without_pyav_fails_before_any_episode(tmp_path, monkeypatch):
+    # an ImportError for `import av`, as without the video extra
+    monkeypatch.setitem(sys.modules, "av", None)
+    with pytest.raises(RobosafeError, match=r"camera videos need PyAV: pip install "
+                                            r"'robosafe\[video\]'"):
+        prepare(config(images=True, record_frames=True), tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # nothing created, nothing simulated
+    # without recording, rendered images only feed the policy: no video, no PyAV needed
+    _rd, cells = prepare(config(images=True), tmp_path / "ok")
+    assert len(cells) == 2 * len(TASKS)

@@ -36,7 +36,7 @@ def test_list_and_show_print_json():
 
 
 def test_check_builds_solves_and_violates_every_demo_task():
-    res = cli("suites", "check", "demo", "--seeds", "1", "--json")
+    res = cli("suites", "check", "demo", "--num-seeds", "1", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     out = json.loads(res.stdout)
     assert out["failed"] == 0 and out["l0_success_rate"] == 1.0

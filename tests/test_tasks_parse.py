@@ -331,15 +331,36 @@ def test_parse_file_reports_unreadable_and_non_utf8(tmp_path):
 def test_unclosed_block_names_its_opener():
     text = task("  (:fixtures table - table)\n  (:objects a b - thing\n    (c - thing)\n")
     e = error(text)
-    assert (e.line, e.column) == (6, 5)
-    assert "expected ')' to close '(:objects' opened at 5:3, got '('" in e.message
-    assert str(e).startswith("t.bddl:6:5: ")
+    # reported where the list opened (the line to fix), naming where it ran into the '('
+    assert (e.line, e.column) == (5, 3)
+    assert e.message == "'(:objects' is not closed: expected ')' before '(' at 6:5"
+    assert str(e).startswith("t.bddl:5:3: ")
 
 
 def test_unclosed_at_end_of_file():
     e = error("(define (problem t)\n  (:domain robosuite")
-    assert (e.line, e.column) == (2, 21)
-    assert "expected ')' to close '(:domain' opened at 2:3, got end of file" in e.message
+    assert (e.line, e.column) == (2, 3)
+    assert e.message == "'(:domain' is not closed: expected ')' before end of file"
+
+
+def test_unclosed_attribute_reported_where_it_opened():
+    # '(:motion_period 6.25' never closed: the next attribute's '(' (8:8) is where a unit was
+    # expected; the line to fix is 7, where the attribute opened at column 8
+    text = task("  (:objects m - car)\n  (:moving_objects\n    (m (:motion_type linear)\n"
+                "       (:motion_period 6.25\n       (:motion_travel_dist 1)))\n")
+    e = error(text)
+    assert (e.line, e.column) == (7, 8)
+    assert e.message == ("'(:motion_period' is not closed: expected a unit 's' or 'steps', or "
+                         "')' before '(' at 8:8")
+
+
+def test_unclosed_where_a_number_belongs():
+    text = task("  (:objects m - car)\n  (:moving_objects\n    (m (:motion_type linear)\n"
+                "       (:motion_travel_dist\n       (:motion_period 2 s)))\n")
+    e = error(text)
+    assert (e.line, e.column) == (7, 8)
+    assert e.message == ("'(:motion_travel_dist' is not closed: expected a number before '(' "
+                         "at 8:8")
 
 
 def test_not_a_number():

@@ -10,6 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -34,6 +35,25 @@ def _hide_flag_types() -> None:
 
 
 _hide_flag_types()
+
+
+def _hide_hidden_arguments() -> None:
+    """A hidden argument (an old positional spelling kept for one release) stays out of the
+    usage line too, not only out of the argument list."""
+    from typer.core import TyperArgument
+
+    usage = TyperArgument.get_usage_pieces
+    if getattr(usage, "_robosafe", False):
+        return
+
+    def get_usage_pieces(self: TyperArgument, ctx: Any) -> list[str]:
+        return [] if self.hidden else usage(self, ctx)
+
+    get_usage_pieces._robosafe = True  # type: ignore[attr-defined]
+    TyperArgument.get_usage_pieces = get_usage_pieces  # type: ignore[method-assign]
+
+
+_hide_hidden_arguments()
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate robot policies beyond task success.")
@@ -66,6 +86,57 @@ def user_errors(fn: Callable) -> Callable:
             fail(f"{err.filename}: {err.strerror or err}")
 
     return wrapper
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (never stdout, which may carry --json)."""
+    typer.echo(f"robosafe: warning: {message}", err=True)
+
+
+# One CLI grammar (docs/decisions.md "One CLI grammar"): -n/--episodes counts, -j/--workers
+# parallel processes, -o/--out the file or directory written, --json the machine-readable
+# result, --level suite levels only (W/V ladders are --language-level / --visual-level).
+# Renamed spellings keep working for one release through hidden options and ``renamed``.
+
+AUTO_WORKERS_HELP = "Parallel processes (0 = auto: one per two CPU cores, at least 1)."
+
+
+def workers_option(help: str = AUTO_WORKERS_HELP) -> Any:
+    """The -j/--workers option every parallel command shares: one default (0 = auto)."""
+    return typer.Option(0, "--workers", "-j", min=0, help=help)
+
+
+def resolve_workers(workers: int) -> int:
+    """0 (the default) -> one process per two CPU cores: each process also keeps a reader or
+    renderer thread busy, so one per core oversubscribes (measured in docs/performance.md)."""
+    import os
+
+    return workers or max(1, (os.cpu_count() or 1) // 2)
+
+
+def deprecated_option(old: str) -> Any:
+    """A hidden option keeping an old spelling alive for one release (see ``renamed``)."""
+    return typer.Option(None, old, hidden=True)
+
+
+def renamed(old_value: Any, new_value: Any, old: str, new: str, default: Any = None) -> Any:
+    """The value of an option given either as ``new`` or (deprecated, one warning line naming
+    the new spelling) as ``old``; giving both with different values is a usage error."""
+    if old_value is None:
+        return new_value
+    warn(f"{old} is deprecated and will be removed in the next release; use {new}")
+    if new_value != default and new_value != old_value:
+        fail(f"{old} and {new} are the same option; give only {new}")
+    return old_value
+
+
+def out_option(positional: Path | None, out: Path | None) -> Path:
+    """-o/--out of a command whose output was once positional: the old positional form keeps
+    working for one release with a warning; one of the two is required."""
+    value = renamed(positional, out, "OUT as a positional argument", "-o/--out OUT")
+    if value is None:
+        fail("missing option -o/--out")
+    return value
 
 
 def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:

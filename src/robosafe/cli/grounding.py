@@ -11,7 +11,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    emit_json,
+    out_option,
+    resolve_workers,
+    user_errors,
+    workers_option,
+)
 from robosafe.errors import DEEP_JSON, RobosafeError
 from robosafe.report.tables import print_tables
 
@@ -81,7 +89,7 @@ def _warn(message: str) -> None:
 @user_errors
 def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench layout)."),
           cache: Path = typer.Option(None, "--cache", help="Index cache (.parquet or .jsonl)."),
-          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          workers: int = workers_option(),
           deep: bool = typer.Option(False, "--deep", help="Check every frame file and the "
                                                           "full camera parameters."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
@@ -89,7 +97,8 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
     from robosafe.grounding.dataset import index_dataset
 
     errors: list[str] = []
-    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, deep=deep,
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=resolve_workers(workers),
+                        deep=deep,
                         cache=cache, on_warning=_warn)
     by: dict[tuple[str, str], list] = {}
     for e in idx.episodes:
@@ -111,8 +120,11 @@ def index(dataset: Path = typer.Argument(..., help="Dataset root (TouchSafeBench
 
 @grounding_app.command("generate")
 @user_errors
-def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E layout)."),
-             episodes: int = typer.Option(6, "--episodes", min=1, help="Episodes to write."),
+def generate(out_arg: Path = typer.Argument(None, hidden=True),
+             out: Path = typer.Option(None, "--out", "-o",
+                                      help="Dataset root to write (App. E layout); required."),
+             episodes: int = typer.Option(6, "--episodes", "-n", min=1,
+                                          help="Episodes to write."),
              seed: int = typer.Option(0, "--seed", help="Seed (rooms, walks, events)."),
              task: str = typer.Option(None, "--task",
                                       help="social_navigation or social_rearrangement "
@@ -132,6 +144,7 @@ def generate(out: Path = typer.Argument(..., help="Dataset root to write (App. E
     from robosafe.grounding.simgen import GenerateConfig
     from robosafe.grounding.simgen import generate as run
 
+    out = out_option(out_arg, out)
     config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
                             robot=robot,
                             sim_tasks=(task,) if task else SIM_TASKS)
@@ -206,13 +219,13 @@ def _sampler_params(overrides: list[str]):
 @user_errors
 def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
           task: int = typer.Option(..., "--task", min=1, max=2, help="1 (state) or 2 (warning)."),
-          out: Path = typer.Option(..., "--out", help="Clip index (.jsonl or .parquet)."),
+          out: Path = typer.Option(..., "--out", "-o", help="Clip index (.jsonl or .parquet)."),
           seed: int = typer.Option(0, "--seed", help="Sampling seed."),
           param: list[str] = typer.Option([], "--param",
                                           help="Override a sampler parameter, NAME=VALUE "
                                                "(e.g. gap_threshold=45, clips_per_class=150)."),
           cache: Path = typer.Option(None, "--cache", help="Index cache file."),
-          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          workers: int = workers_option(),
           as_json: bool = typer.Option(False, "--json", help="Print a JSON summary.")) -> None:
     """Sample balanced evaluation clips with the paper's rules (App. F, Table 9)."""
     from collections import Counter
@@ -222,7 +235,8 @@ def clips(dataset: Path = typer.Argument(..., help="Dataset root."),
 
     params = _sampler_params(param)
     errors: list[str] = []
-    idx = index_dataset(dataset, on_error=_skipped(errors), workers=workers, cache=cache,
+    idx = index_dataset(dataset, on_error=_skipped(errors), workers=resolve_workers(workers),
+                        cache=cache,
                         on_warning=_warn)
     if (note := visibility_note(idx.root, idx.episodes)) is not None:
         _warn(note)
@@ -245,14 +259,14 @@ def sweep(dataset: Path = typer.Argument(..., help="Dataset root."),
           task: int = typer.Option(1, "--task", min=1, max=2, help="Task whose candidates to "
                                                                    "count."),
           cache: Path = typer.Option(None, "--cache", help="Index cache file."),
-          workers: int = typer.Option(2, "--workers", min=1, help="Indexing processes."),
+          workers: int = workers_option(),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Sampler parameter sweeps shaped like Tables 11-15 (events, episodes, median size)."""
     from robosafe.grounding.dataset import index_dataset
     from robosafe.grounding.sampler import sweep_all
 
     errors: list[str] = []
-    idx = index_dataset(dataset, workers=workers, cache=cache, on_error=_skipped(errors),
+    idx = index_dataset(dataset, workers=resolve_workers(workers), cache=cache, on_error=_skipped(errors),
                         on_warning=_warn)
     tables = sweep_all(idx.episodes, task)
     if as_json:
@@ -311,7 +325,7 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
                                            help="rgb, depth, depth_color, rgbd, rgbd_color, "
                                                 "pred_*"),
         views: str = typer.Option("ego", "--views", help="ego, all or topdown."),
-        out: Path = typer.Option(..., "--out", help="Answer records (JSONL)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Answer records (JSONL)."),
         cache: Path = typer.Option(None, "--cache",
                                    help="Answer cache (JSONL); defaults to OUT.cache.jsonl, so "
                                         "an interrupted run resumes."),
@@ -372,7 +386,7 @@ def ask(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parq
 @user_errors
 def baseline(clips_file: Path = typer.Argument(..., help="Clip index (.jsonl or .parquet)."),
              dataset: Path = typer.Option(..., "--dataset", help="Dataset root."),
-             out: Path = typer.Option(..., "--out", help="Answer records (JSONL)."),
+             out: Path = typer.Option(..., "--out", "-o", help="Answer records (JSONL)."),
              no_depth: bool = typer.Option(False, "--no-depth",
                                            help="Use trajectory geometry only."),
              as_json: bool = typer.Option(False, "--json", help="Also print the records.")

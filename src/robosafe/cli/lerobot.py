@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    emit_json,
+    fail,
+    out_option,
+    user_errors,
+    workers_option,
+)
 from robosafe.cli import run as R
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
@@ -58,7 +66,8 @@ def _report(res, as_json: bool, extra: dict | None = None) -> None:
 @user_errors
 def export_lerobot(
     run_dir: Path = typer.Argument(..., help="A run directory of `robosafe run`."),
-    out: Path = typer.Argument(..., help="Dataset directory to create."),
+    out_arg: Path = typer.Argument(None, hidden=True),
+    out: Path = typer.Option(None, "--out", "-o", help="Dataset directory to create; required."),
     only_safe: bool = typer.Option(False, "--only-safe",
                                    help="Only episodes whose safety verdict is safe."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
@@ -66,6 +75,7 @@ def export_lerobot(
 ):
     """A run directory as a LeRobot v3.0 dataset, with per-frame `safety.*` features and
     per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`)."""
+    out = out_option(out_arg, out)
     quiet = as_json or not sys.stderr.isatty()
     _report(_export(run_dir, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite),
             as_json)
@@ -93,7 +103,7 @@ def collect(
     overwrite: bool = typer.Option(False, "--overwrite",
                                    help="Replace an existing dataset (and discard the episodes "
                                         "of an interrupted collect)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes."),
+    workers: int = workers_option(),
     run_dir: Path = typer.Option(None, "--run-dir",
                                  help="Keep the run directory here (default: a hidden one "
                                       "next to --out, removed once the dataset is written)."),

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import emit_json, user_errors
+from robosafe.cli import emit_json, user_errors, workers_option
 from robosafe.cli import run as R
 from robosafe.cli.audit import audit_app
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
@@ -21,7 +21,7 @@ EVAL_EPISODES = typer.Option(10, "--episodes", "-n", min=1,
 STEPS = typer.Option(None, "--steps", min=1, help="Training steps (probe.yaml: 2000).")
 HORIZON = typer.Option(None, "--horizon", min=1,
                        help="Steps per episode (default: the task's 30 s).")
-WORKERS = typer.Option(1, "--workers", "-j", min=1, help="Parallel episodes.")
+WORKERS = workers_option()
 AS_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 
 

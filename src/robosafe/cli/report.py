@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
 
-from robosafe.cli import app, user_errors
+from robosafe.cli import app, resolve_workers, user_errors, workers_option
 
 
 @app.command()
@@ -20,8 +19,7 @@ def report(
                                   help="Bootstrap resamples for VSI and CC intervals "
                                        "(0 = none)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    workers: int = typer.Option(0, "--workers", min=0,
-                                help="Scoring processes (0 = one per two CPU cores)."),
+    workers: int = workers_option(),
     diagnostics: list[Path] = typer.Option(None, "--diagnostics",
                                            help="shortcut.json / data_source.json of robosafe "
                                                 "audit shortcut | data-source (repeatable)."),
@@ -33,7 +31,7 @@ def report(
     """
     from robosafe.report.html import write_report
 
-    workers = workers or max(1, (os.cpu_count() or 1) // 2)
+    workers = resolve_workers(workers)
     path = write_report(run_dirs, out, title=title, n_boot=bootstrap, seed=seed,
                         workers=workers, diagnostics=diagnostics or ())
     typer.echo(str(path))

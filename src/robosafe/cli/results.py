@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
+from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors, warn
 from robosafe.errors import RobosafeError
 
 # The store (duckdb, pyarrow, numpy) is imported when a results command runs. Its database
@@ -153,6 +153,9 @@ def compare(
     Console().print(table)
     if r.design_note:
         typer.echo(f"robosafe: {r.design_note}", err=True)
+    if r.degenerate:
+        typer.echo(f"difference B - A = {r.difference:+.4f}; {r.degenerate}")
+        return
     lo, hi = r.ci
     typer.echo(f"difference B - A = {r.difference:+.4f}, {100 * r.confidence:g}% CI "
                f"[{lo:+.4f}, {hi:+.4f}]")
@@ -165,9 +168,14 @@ def compare(
 @user_errors
 def show(run_id: str = typer.Argument(..., help="A stored run id."),
          db: str = _db_option(),
-         episodes: bool = typer.Option(False, "--episodes", help="Also list every episode."),
-         as_json: bool = typer.Option(False, "--json", help="Print JSON (with episodes).")):
+         episodes: bool = typer.Option(False, "--list-episodes", help="Also list every episode."),
+         as_json: bool = typer.Option(False, "--json", help="Print JSON (with episodes)."),
+         old_episodes: bool = typer.Option(False, "--episodes", hidden=True)):
     """One run: its config, summary, per-task SR / Safety and per-spec violation rates."""
+    if old_episodes:  # --episodes is a count on every other command
+        warn("--episodes is deprecated and will be removed in the next release; use "
+             "--list-episodes")
+        episodes = True
     with Store(db, read_only=True) as store:
         run = store.run(run_id)
         summary = store.runs([run_id])[0]

@@ -17,7 +17,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    emit_json,
+    fail,
+    resolve_workers,
+    user_errors,
+    workers_option,
+)
 from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
 
@@ -63,6 +71,7 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
 
     from robosafe.runner.run import execute, prepare
 
+    workers = resolve_workers(workers)
     run, cells = prepare(cfg, out, resume=resume)
     total = len(cfg.cells())
     done_before = total - len(cells)
@@ -222,9 +231,9 @@ def run(
     record_frames: bool = typer.Option(False, "--record-frames",
                                        help="Keep robot state and camera videos per episode "
                                             "(for `robosafe export lerobot`)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1,
-                                help="Parallel episodes (with --backend ray: at most this "
-                                     "many in flight on the cluster)."),
+    workers: int = workers_option("Parallel episodes (0 = auto: one per two CPU cores, at "
+                                  "least 1; with --backend ray: at most this many in flight "
+                                  "on the cluster)."),
     backend: str = typer.Option("local", help="local (process pool) or ray."),
     ray_address: str = typer.Option(None, "--ray-address",
                                     help="An existing Ray cluster (HOST:PORT; default "
@@ -337,7 +346,7 @@ def _reuse(run_dir: Path, fresh: bool) -> bool:
 def demo(
     out: Path = typer.Option(Path("robosafe-demo"), "--out", "-o", help="Output directory."),
     episodes: int = typer.Option(3, "--episodes", "-n", min=1, help="Episodes per task."),
-    workers: int = typer.Option(2, "--workers", "-j", min=1),
+    workers: int = workers_option(),
     fresh: bool = typer.Option(False, "--fresh", help="Run again from scratch instead of "
                                                       "reusing the episodes in --out."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),

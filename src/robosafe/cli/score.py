@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -11,7 +10,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    emit_json,
+    fail,
+    resolve_workers,
+    user_errors,
+    workers_option,
+)
 from robosafe.errors import RobosafeError, TraceError
 from robosafe.report import tables as T
 from robosafe.safety.registry import load_registry, variant_names
@@ -118,7 +125,7 @@ def score(
                                        "run directories of `robosafe run` or LeRobot v3.0 "
                                        "dataset directories."),
     example: bool = typer.Option(False, "--example", help="Score the shipped example traces."),
-    out: str = typer.Option(None, "--out", help="Write the App. B metrics JSON to FILE."),
+    out: str = typer.Option(None, "--out", "-o", help="Write the App. B metrics JSON to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),
     tier: str = typer.Option("default", "--tier",
                              help="Threshold variant of Table 9: "
@@ -130,9 +137,7 @@ def score(
     bootstrap: int = typer.Option(10_000, "--bootstrap", min=0,
                                   help="Bootstrap resamples for VSI intervals (0 = none)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    workers: int = typer.Option(0, "--workers", min=0,
-                                help="Scoring processes (0 = one per two CPU cores: each "
-                                     "process also runs a Parquet read-ahead thread)."),
+    workers: int = workers_option(),
     figure: str = typer.Option(None, "--figure",
                                help="Write Figure 2 (SR vs Safety, per-spec heatmap) to FILE "
                                     "(.png, .pdf or .svg)."),
@@ -186,7 +191,7 @@ def score(
             # episodes with no usable family are unscored and said so below, as for traces
             yield from score_stream(episodes, variant=tier, on_error=on_error)
 
-    workers = workers or max(1, (os.cpu_count() or 1) // 2)
+    workers = resolve_workers(workers)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:

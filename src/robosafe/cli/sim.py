@@ -47,7 +47,8 @@ def _actions(spec: str, dim: int):
 def run(
     task: Path = typer.Argument(..., help="CBDDL task file (.bddl)."),
     out: Path = typer.Option(..., "--out", "-o", help="Trace file (.parquet, .jsonl, .json)."),
-    episodes: int = typer.Option(1, min=1, help="Episodes (seeds SEED, SEED+1, ...)."),
+    episodes: int = typer.Option(1, "--episodes", "-n", min=1,
+                                 help="Episodes (seeds SEED, SEED+1, ...)."),
     seed: int = typer.Option(0, help="First episode seed."),
     actions: str = typer.Option("random", help="random | zero | FILE.npy with (T, action_dim)."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -133,7 +134,7 @@ def state(
 def record(
     env_name: str = typer.Argument(..., help="A robosuite environment, e.g. Lift, Door."),
     out: Path = typer.Option(..., "--out", "-o", help="Trace file (.parquet, .jsonl, .json)."),
-    episodes: int = typer.Option(1, min=1),
+    episodes: int = typer.Option(1, "--episodes", "-n", min=1, help="Episodes to record."),
     steps: int = typer.Option(100, min=1, help="Random-action steps per episode."),
     seed: int = typer.Option(0),
     robot: str = typer.Option("Panda"),

@@ -6,8 +6,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, user_errors
-from robosafe.cli.run import ASSETS, asset_source
+from robosafe.cli import app, emit_json, fail, user_errors, warn
+from robosafe.cli.run import ASSETS, asset_source, seed_option
 
 suites_app = typer.Typer(no_args_is_help=True, help="Built-in task suites: list, show, check.")
 app.add_typer(suites_app, name="suites")
@@ -65,11 +65,30 @@ def show(suite: str = typer.Argument(...),
     Console().print(table)
 
 
+def _check_seeds(seeds: str | None, num_seeds: int) -> tuple[int, ...]:
+    """--seeds is a list everywhere (run, collect, audit); here it was once a count. For one
+    release a bare number keeps the count meaning with a warning naming --num-seeds."""
+    if seeds is None:
+        return tuple(range(num_seeds))
+    if seeds.strip().isdigit():
+        count = int(seeds)
+        if count < 1:
+            fail(f"--seeds: a count must be at least 1, got {count}")
+        warn(f"--seeds {count} as a count is deprecated; use --num-seeds {count} (or --seeds "
+             f"0-{count - 1}); in the next release --seeds {count} means the one seed {count}")
+        return tuple(range(count))
+    return seed_option(seeds)
+
+
 @suites_app.command("check")
 @user_errors
 def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."),
           level: int = typer.Option(None, "--level", "-l", min=0, max=2),
-          seeds: int = typer.Option(2, "--seeds", min=1, help="Seeds 0..N-1 per task."),
+          seeds: str = typer.Option(None, "--seeds",
+                                    help="Seeds per task, as in run: 0,1,2 or 10-19 "
+                                         "(default: 0..--num-seeds-1)."),
+          num_seeds: int = typer.Option(2, "--num-seeds", min=1,
+                                        help="Seeds 0..N-1 per task when --seeds is absent."),
           policy: str = typer.Option("scripted-careful",
                                      help="Policy that must solve L0 tasks."),
           assets: str = ASSETS,
@@ -81,6 +100,7 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
     from robosafe.tasks.suites import suite_checks, suite_entries, suite_names
 
     assets = asset_source(assets, "robosafe")
+    seed_list = _check_seeds(seeds, num_seeds)
 
     rows = []
     for name in suites or suite_names():
@@ -91,7 +111,7 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
             entries = [t for t in suite_entries(name) if t.level == level]
         for t in entries:
             solve = t.level in (0, None)
-            c = check_task(t.path, seeds=tuple(range(seeds)), task_id=t.task_id,
+            c = check_task(t.path, seeds=seed_list, task_id=t.task_id,
                            policy=policy if solve else None, render=True, assets=assets)
             problems = list(c.problems)
             spec = violations.get(t.task_id)

@@ -10,7 +10,16 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, user_errors
+from robosafe.cli import (
+    EXIT_USER_ERROR,
+    app,
+    deprecated_option,
+    emit_json,
+    fail,
+    renamed,
+    user_errors,
+    warn,
+)
 from robosafe.errors import TaskError
 
 # robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
@@ -118,15 +127,31 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
 @user_errors
 def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
         write: bool = typer.Option(False, "--write", help="Rewrite the file in place."),
-        as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed}.")
+        drop_comments: bool = typer.Option(False, "--drop-comments",
+                                           help="Let --write rewrite a file that has ';' "
+                                                "comments (the canonical form has none)."),
+        as_json: bool = typer.Option(False, "--json", help="Print {file, text, changed, "
+                                                           "comments_dropped}.")
         ) -> None:
-    """Print the canonical form of a task file (or rewrite it with --write)."""
+    """Print the canonical form of a task file (or rewrite it with --write).
+
+    The canonical form is written from the parsed task, which keeps no comments: --write
+    refuses a file with ';' comments unless --drop-comments is given."""
     from robosafe.tasks import parse_file, write_task
+    from robosafe.tasks.parser import comment_lines
 
     text = write_task(parse_file(file))
+    original = file.read_text(encoding="utf-8")
+    comments = comment_lines(original)
+    if comments and write and not drop_comments:
+        fail(f"{file}: not rewritten: fmt would drop its {len(comments)} ';' comment(s) "
+             f"(first on line {comments[0]}); pass --drop-comments to rewrite it anyway")
+    if comments and not as_json:
+        warn(f"{file}: the canonical form drops {len(comments)} ';' comment(s) (first on line "
+             f"{comments[0]})")
     if as_json:
-        emit_json({"file": str(file), "text": text,
-                   "changed": text != file.read_text(encoding="utf-8")}, None, True)
+        emit_json({"file": str(file), "text": text, "changed": text != original,
+                   "comments_dropped": len(comments)}, None, True)
     if as_json and not write:
         return
     if not write:
@@ -142,12 +167,18 @@ def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
 @tasks_app.command("perturb-language")
 @user_errors
 def perturb_language(file: Path = typer.Argument(..., help="CBDDL task file."),
-                     level: int = typer.Option(1, "--level", min=0, max=4,
-                                               help="W_k: number of slots substituted."),
+                     language_level: int = typer.Option(
+                         1, "--language-level", min=0, max=4,
+                         help="W_k: number of slots substituted."),
                      seed: int = typer.Option(0, "--seed", min=0, help="Random seed."),
-                     n: int = typer.Option(1, "--n", min=1, help="Number of distinct variants."),
-                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+                     n: int = typer.Option(1, "--variants", "-n", min=1,
+                                           help="Number of distinct variants."),
+                     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+                     old_level: int = deprecated_option("--level"),
+                     old_n: int = deprecated_option("--n")) -> None:
     """Language variants of a task's instruction at level W_k (VLA-Arena App. 8.1)."""
+    level = renamed(old_level, language_level, "--level", "--language-level", default=1)
+    n = renamed(old_n, n, "--n", "-n/--variants", default=1)
     from robosafe.tasks import parse_file
     from robosafe.tasks.language import variants
 

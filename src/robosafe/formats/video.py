@@ -35,6 +35,12 @@ def _av():
     return av
 
 
+def require_video() -> None:
+    """Fail now, with the install line, if camera videos cannot be written: before a run that
+    records them simulates anything, not once per finished episode."""
+    _av()
+
+
 class VideoWriter:
     """Append RGB frames (H, W, 3) uint8 to one mp4 file."""
 

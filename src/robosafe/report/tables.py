@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,9 +37,11 @@ def num_ci(value: float | None, ci: Sequence[float] | None, digits: int = 3) -> 
 def _table(title: str, by: Sequence[str], columns: Sequence[str]) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for k in by:
-        t.add_column(k)
+        # nothing ends in "…" (here or in the value columns): two long task names cut to the
+        # same prefix would be indistinguishable; a narrow table folds onto more lines
+        t.add_column(k, overflow="fold")
     for c in columns:
-        t.add_column(c, justify="right")
+        t.add_column(c, justify="right", overflow="fold")
     return t
 
 
@@ -173,7 +176,7 @@ def specs_table(registry: Registry, tiers: Sequence[str]) -> Table:
     t = Table(title="Spec registry (SafeVLA-Bench App. C)", title_justify="left",
               header_style="bold")
     for c in ("spec_id", "family", "tier", "STL", "severe", "requires_all", "invalid_if_any"):
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     for s in registry.specs.values():
         if s.tier in tiers:
             t.add_row(s.spec_id, s.canonical_family, s.tier, s.stl,
@@ -193,8 +196,16 @@ def explain_table(title: str, rows: list[dict[str, Any]]) -> Table:
     return t
 
 
+def table_width() -> int | None:
+    """The width tables are laid out for: None (rich's own choice: COLUMNS when set, else the
+    terminal's) on a terminal or when COLUMNS is set; 200 when piped without COLUMNS, which
+    rich would otherwise wrap at 80 columns (tables are meant to be pasted)."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    return 200
+
+
 def print_tables(tables: Sequence[Table], console: Console | None = None) -> None:
-    # Piped output would otherwise be wrapped at 80 columns; tables are meant to be pasted.
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console = console or Console(width=table_width())
     for t in tables:
         console.print(t)

@@ -371,6 +371,10 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         from robosafe.policies.remote import check_adapter
 
         check_adapter(cfg.obs_adapter)
+    if cfg.images and cfg.record_frames:
+        from robosafe.formats.video import require_video
+
+        require_video()
     out = Path(out)
     if resume:
         open_run(out)  # a clear error before anything is locked or created

@@ -304,6 +304,10 @@ class Comparison:
     ``ci`` the two-sided Wald interval Delta-hat +- z_{(1+c)/2} sqrt(V-hat), ``pvalue`` the
     one-sided p of H0: Delta <= 0 against H1: B better than A (the paper's test), ``reject``
     its decision at ``alpha``. ``wald`` is the stats result, unchanged.
+
+    ``degenerate`` says why the interval and Z mean nothing when the variance estimate V-hat is
+    0 (every task's differences are constant: the interval collapses to a point and Z is
+    +-inf or 0); ``None`` otherwise.
     """
 
     run_a: str
@@ -329,6 +333,7 @@ class Comparison:
     reject: bool
     wald: WaldResult = field(repr=False)
     design_note: str = ""  # why "auto" did not pair (the first row that breaks the design)
+    degenerate: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -375,6 +380,18 @@ def _independent_design(a: list[Mapping], b: list[Mapping], names: str
     return ya, yb
 
 
+def _degenerate(ya: np.ndarray, design: str, metric: str) -> str:
+    """Why V-hat is 0, in the data's own terms (paper 002 App. C.1: V-hat sums per-task
+    variances of the paired differences, App. C.6 of each run's outcomes)."""
+    if design == "paired":
+        what = "every task's paired differences B - A are all the same"
+    else:
+        what = "each run's outcomes are constant within every task"
+    T, S = ya.shape
+    return (f"no interval or test: the variance estimate is 0 ({what} for {metric} over "
+            f"T={T} x S={S}), so the Wald interval would be a point and Z infinite or 0")
+
+
 def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], *,
                  metric: str = "success", design: str = "auto", alpha: float = 0.05,
                  confidence: float = 0.95, run_a: str = "A", run_b: str = "B") -> Comparison:
@@ -410,6 +427,7 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
     T, S = ya.shape
     half = z_value(confidence) * wald.stderr
     return Comparison(
+        degenerate=_degenerate(ya, used, metric) if wald.stderr == 0 else None,
         run_a=run_a, run_b=run_b, metric=metric, design=used, tasks=T, samples=S, n=T * S,
         n_paired=T * S if used == "paired" else 0, n_a=len(a), n_b=len(b),
         dropped_a=len(a) - T * S, dropped_b=len(b) - T * S, mean_a=float(ya.mean()),

@@ -47,7 +47,6 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from numba import njit
 
 from robosafe.errors import RobosafeError
 from robosafe.stats.wald import check_design, z_crit
@@ -236,14 +235,37 @@ def _state_dp(T: int, S: int, R: int, lo_cap: int | None = None,
     # int32 doubles the SIMD width; it is exact while every finite total and INF + val fit
     small = T * int(val.max()) < 1 << 29
     inf = np.int32(1 << 30) if small else _INF
-    F = _state_dp_kernel(d, defect, x, val.astype(inf.dtype), li, T, RS, R, int(defect.max()),
-                         l_max, n_extra, inf)
+    dmax = int(defect.max())
+    kernel = (_state_dp_kernel if _kernel_work(T, len(d), R, RS, dmax, n_extra) <= PURE_WORK
+              else _compiled_kernel())
+    F = kernel(d, defect, x, val.astype(inf.dtype), li, T, RS, R, dmax, l_max, n_extra, inf)
     F = np.moveaxis(F, 0, 2).astype(np.int64)       # (X, L, D, Lo) -> (L, D, X, Lo)
     F[F >= inf] = _INF
     return F[..., 0] if lo_cap is None else F
 
 
-@njit(cache=True)
+PURE_WORK = 2_000_000
+"""Shapes whose DP takes at most this many inner steps run ``_state_dp_kernel`` as plain Python
+(about 95 ns a step measured, so at most ~0.2 s): less than importing numba and loading its
+cached machine code (0.5 s and more), so small R > 1 shapes never import numba."""
+
+
+def _kernel_work(T: int, n_types: int, R: int, RS: int, dmax: int, n_lo: int) -> int:
+    """Upper bound on the inner steps of ``_state_dp_kernel``: tasks x types x X x L x m x Lo."""
+    return T * n_types * R * (2 * RS * T + 1) * (dmax * T // (2 * R) + 1) * n_lo
+
+
+@lru_cache(maxsize=1)
+def _compiled_kernel():
+    """``_state_dp_kernel`` compiled by numba, imported on first use: only large R > 1 shapes
+    (and large budgeted fallbacks) need it, so `stats cutoffs` on success/failure (R = 1, the
+    greedy of ``_state_dp_binary``) never pays numba's import (about a second on a loaded
+    machine)."""
+    from numba import njit
+
+    return njit(cache=True)(_state_dp_kernel)
+
+
 def _state_dp_kernel(d, e, x, val, li, T, RS, R, dmax, l_max, n_lo, inf):  # pragma: no cover
     """The DP over tasks of ``_state_dp``, fused loops on a sparse-free layout; (X, L, D, Lo) out.
 

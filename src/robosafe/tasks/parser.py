@@ -167,6 +167,18 @@ def _tokenize(text: str) -> tuple[list[_Tok], Pos]:
     return toks, Pos(line, len(text) - line_start + 1)
 
 
+def comment_lines(text: str) -> list[int]:
+    """Line numbers of the ``;`` comments in CBDDL text (the tokenizer's own rule, so a ``;``
+    inside ``:language`` counts as it does when parsing)."""
+    lines, line = [], 1
+    for m in _TOKEN.finditer(text):
+        if m.group(1):
+            line += 1
+        elif m.group().startswith(";"):
+            lines.append(line)
+    return lines
+
+
 def _desc(tok: _Tok | None) -> str:
     if tok is None:
         return "end of file"
@@ -210,24 +222,57 @@ class _Parser:
 
     def close(self, opener: _Tok, label: str, hint: str = "") -> None:
         tok = self.take()
-        if tok is None or tok.kind != ")":
-            hint = hint if tok is not None and tok.kind == "(" else ""
+        if tok is None or tok.kind == "(":
+            raise self.unclosed("')'", tok, opener, label, hint if tok is not None else "")
+        if tok.kind != ")":
             raise self.error(f"expected ')' to close '{label}' opened at "
-                             f"{opener.line}:{opener.column}, got {_desc(tok)}{hint}", tok)
+                             f"{opener.line}:{opener.column}, got {_desc(tok)}", tok)
 
     def atom(self, what: str, opener: _Tok | None = None, label: str = "") -> _Tok:
         """An atom; a '(' inside a flat list is reported as the list not being closed."""
         tok = self.take()
         if tok is not None and tok.kind == "atom":
             return tok
-        if opener is not None and tok is not None and tok.kind == "(":
-            raise self.error(f"expected ')' to close '{label}' opened at "
-                             f"{opener.line}:{opener.column}, got '('", tok)
+        if tok is not None and tok.kind == "(":
+            raise self.unclosed("')'" if opener is not None else what, tok, opener, label)
         raise self.error(f"expected {what}, got {_desc(tok)}", tok)
+
+    def unclosed(self, expected: str, got: _Tok | None, opener: _Tok | None = None,
+                 label: str = "", hint: str = "") -> TaskError:
+        """A '(' or the end of file where ``expected`` should come: almost always the list
+        around it was not closed, so the error points at the line where that list opened (the
+        line to fix) and names the token it ran into."""
+        opener = opener or self.enclosing(got)
+        if opener is None:
+            return self.error(f"expected {expected}, got {_desc(got)}", got)
+        where = f" at {got.line}:{got.column}" if got is not None else ""
+        return self.error(f"'{label or self.label(opener)}' is not closed: expected "
+                          f"{expected} before {_desc(got)}{where}{hint}", opener)
+
+    def enclosing(self, tok: _Tok | None) -> _Tok | None:
+        """The '(' of the innermost list still open where ``tok`` (None: end of file) is."""
+        end = len(self.toks) if tok is None else self.toks.index(tok)
+        depth = 0
+        for prev in reversed(self.toks[:end]):
+            if prev.kind == ")":
+                depth += 1
+            elif prev.kind == "(":
+                if depth == 0:
+                    return prev
+                depth -= 1
+        return None
+
+    def label(self, opener: _Tok) -> str:
+        """'(' and the atom after it, as a list is named in messages: '(:motion_period'."""
+        i = self.toks.index(opener) + 1
+        head = self.toks[i] if i < len(self.toks) else None
+        return "(" + (head.text if head is not None and head.kind == "atom" else "")
 
     def number(self, what: str = "") -> float:
         tok = self.take()
-        if tok is None or tok.kind != "atom" or not _NUMBER.fullmatch(tok.text):
+        if tok is None or tok.kind == "(":
+            raise self.unclosed(f"a number{what}", tok)
+        if tok.kind != "atom" or not _NUMBER.fullmatch(tok.text):
             raise self.error(f"expected a number{what}, got {_desc(tok)}", tok)
         value = float(tok.text)
         if not math.isfinite(value):
@@ -604,6 +649,8 @@ class _Parser:
                 return value
             if unit.kind == "atom" and unit.text == "steps":
                 return _Steps(value)
+            if unit.kind == "(":
+                raise self.unclosed("a unit 's' or 'steps', or ')'", unit)
             raise self.error(f"expected unit 's' or 'steps', got {_desc(unit)}", unit)
         if attr in ("motion_travel_dist", "motion_initial_speed", "motion_dt"):
             return self.number()
