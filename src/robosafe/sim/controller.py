@@ -15,16 +15,17 @@ interpolation, no goal limits; anything else is refused, not approximated):
 - goal, once per control step, from the state after ``mj_step1``: the action is clipped to the
   input range and mapped linearly onto the output range; the goal position is the hand's
   position in the base frame plus the position delta, the goal orientation the hand's
-  orientation in the base frame turned by the axis-angle delta (no turn below 1e-8 rad, as
-  robosuite's axis-angle conversion treats such angles as zero);
+  orientation in the base frame turned by the axis-angle delta (its rotation matrix formed at
+  robosuite's float32 precision, see ``_rotation``);
 - torques, every substep: position error ``e_p`` and orientation error ``e_o = 1/2 sum_k
   r_k x r_k^d`` (columns of the current and desired rotation); ``F = kp e_p - kd v``,
   ``T = kp e_o - kd w``; ``Lambda_x = (J_x M^-1 J_x^T)^-1`` for the position, orientation and
   full Jacobian; ``tau = J_p^T Lambda_p F + J_o^T Lambda_o T + bias + N^T M (k (q0 - q) - 2
   sqrt(k) qd)`` with ``N = I - M^-1 J^T Lambda J`` and ``k = 10`` (the nullspace posture term);
-  then clipped to the actuators' control range. The small matrices are inverted by Cholesky
-  factorisation; a Lambda close to singular goes to the SVD pseudo-inverse (numpy's default
-  cutoff), as robosuite's does.
+  then clipped to the actuators' control range. The small matrices are solved by Cholesky
+  factorisation. Near a singular arm pose (a J M^-1 J^T whose condition may exceed 1e5)
+  rounding differences grow with the condition number, so such a substep is handed to
+  robosuite's own controller with this goal (``CompiledController.fallbacks`` counts them).
 - the gripper's command is constant over a control step (a binary open / close ramp), so it is
   computed once per step, not per substep; robosuite's gripper model still keeps its state.
 
@@ -46,13 +47,13 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 CONTROLLERS = ("robosuite", "compiled")
-DEFAULT = "robosuite"
+DEFAULT = "compiled"
 #: robosuite's nullspace posture gain (its ``nullspace_torques`` default, not configurable)
 NULLSPACE_KP = 10.0
-#: axis-angle deltas at most this long are no rotation (robosuite: ``np.isclose(angle, 0)``)
-ZERO_ANGLE = 1e-8
-#: below this ratio of smallest to largest Cholesky pivot a Lambda goes to the pseudo-inverse
-ILL_CONDITIONED = 1e-10
+#: above this bound on the condition number of a J M^-1 J^T (an arm pose near a singularity)
+#: the substep's torques come from robosuite's own controller: there its rounding (an SVD
+#: pseudo-inverse) and any other differ by ~cond x 3e-15 N m, which would exceed 1e-9 N m
+MAX_CONDITION = 1e5
 
 
 # -- kernels -------------------------------------------------------------------------------------
@@ -98,16 +99,27 @@ def _cho_solve(L, x):
 
 
 @numba.njit(cache=True)
-def _spd_solve(a, x):
-    """x <- a^+ x for a symmetric positive semi-definite ``a`` (x is n x m): by Cholesky when
-    ``a`` is well conditioned, else by the SVD pseudo-inverse (singular values below numpy's
-    default cutoff zeroed), which is what a pseudo-inverse does near a singular arm pose."""
+def _factor(a, L):
+    """Cholesky factor of ``a`` into ``L``; False when ``a`` may be ill-conditioned:
+    ``trace(a) trace(a^-1)`` (at least its condition number, at most n^2 times it; the second
+    trace is the squared Frobenius norm of ``L^-1``) above :data:`MAX_CONDITION`."""
+    if _cholesky(a, L) <= 0.0:
+        return False
     n = a.shape[0]
-    L = np.zeros((n, n))
-    if _cholesky(a, L) >= ILL_CONDITIONED:
-        _cho_solve(L, x)
-    else:
-        x[:, :] = np.linalg.pinv(a) @ x
+    tr = 0.0
+    for i in range(n):
+        tr += a[i, i]
+    inv = 0.0
+    col = np.empty(n)
+    for c in range(n):  # column c of L^-1 by forward substitution
+        for i in range(n):
+            t = 1.0 if i == c else 0.0
+            for k in range(c, i):
+                t -= L[i, k] * col[k]
+            col[i] = t / L[i, i] if i >= c else 0.0
+            if i >= c:
+                inv += col[i] * col[i]
+    return tr * inv <= MAX_CONDITION
 
 
 @numba.njit(cache=True)
@@ -132,24 +144,37 @@ def _jacobian(cdof, subtree_com, point, root, dofs, J):
 
 @numba.njit(cache=True)
 def _rotation(v):
-    """Rotation matrix of an axis-angle vector (unit quaternion of the axis and half angle)."""
+    """Rotation matrix of an axis-angle vector, at the precision robosuite 1.5.2 builds it (its
+    numba-compiled quaternion-to-matrix conversion): the unit quaternion (axis sin(a/2),
+    cos(a/2)) is rounded to float32, normalised with a float64 factor and stored in float32
+    again, and the matrix formed from float32 products (its diagonal subtracts them from 1 in
+    float64, its other entries combine them in float32). The float32 rounding moves the goal by
+    up to ~1e-7 rad, which changes torques by ~1e-5 N m, so it is reproduced, not improved on.
+    No rotation for a zero vector."""
     angle = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
     R = np.eye(3)
-    if angle <= ZERO_ANGLE:
+    if angle == 0.0:
         return R
-    s = math.sin(angle / 2.0) / angle
-    x, y, z, w = v[0] * s, v[1] * s, v[2] * s, math.cos(angle / 2.0)
-    k = math.sqrt(2.0 / (x * x + y * y + z * z + w * w))
-    x, y, z, w = x * k, y * k, z * k, w * k
-    R[0, 0] = 1.0 - y * y - z * z
-    R[0, 1] = x * y - z * w
-    R[0, 2] = x * z + y * w
-    R[1, 0] = x * y + z * w
-    R[1, 1] = 1.0 - x * x - z * z
-    R[1, 2] = y * z - x * w
-    R[2, 0] = x * z - y * w
-    R[2, 1] = y * z + x * w
-    R[2, 2] = 1.0 - x * x - y * y
+    s = math.sin(angle / 2.0)
+    f = np.float32
+    w, x, y, z = f(math.cos(angle / 2.0)), f(v[0] / angle * s), f(v[1] / angle * s), \
+        f(v[2] / angle * s)
+    # its squared norm: float32 products summed in float64 (robosuite's np.dot of float32
+    # vectors, OpenBLAS's sdot, accumulates so), then rounded to float32
+    d = np.float64
+    n = f(d(w * w) + d(x * x) + d(y * y) + d(z * z))
+    k = math.sqrt(2.0 / d(n))  # scaled in float64, stored in float32
+    w, x, y, z = f(d(w) * k), f(d(x) * k), f(d(y) * k), f(d(z) * k)
+    xx, yy, zz = d(x * x), d(y * y), d(z * z)
+    R[0, 0] = 1.0 - yy - zz
+    R[0, 1] = d(x * y - z * w)
+    R[0, 2] = d(x * z + y * w)
+    R[1, 0] = d(x * y + z * w)
+    R[1, 1] = 1.0 - xx - zz
+    R[1, 2] = d(y * z - x * w)
+    R[2, 0] = d(x * z - y * w)
+    R[2, 1] = d(y * z + x * w)
+    R[2, 2] = 1.0 - xx - yy
     return R
 
 
@@ -168,7 +193,7 @@ def _goal(site_xpos, site_xmat, eef, base, delta, goal_pos, goal_ori):
 def _osc(qM, qfrc_bias, qpos, qvel, cdof, subtree_com, site_xpos, site_xmat, ctrl, idx, par,
          torques):
     """Arm torques of the current state (after mj_step1) into ``torques``, clipped into the
-    arm's ``ctrl``. ``idx`` and ``par`` pack what :meth:`CompiledController.bind` fixed (see
+    arm's ``ctrl``; False (nothing written) near a singular pose. ``idx`` and ``par`` pack what :meth:`CompiledController.bind` fixed (see
     ``_pack``): one array each, as every argument costs time at every call."""
     n = torques.size
     eef, base, root = idx[0], idx[1], idx[2]
@@ -235,9 +260,12 @@ def _osc(qM, qfrc_bias, qpos, qvel, cdof, subtree_com, site_xpos, site_xmat, ctr
                 t += J[r, c] * A[c, s]
             K[r, s] = t
             K[s, r] = t
+    Lp, Lo, Lf = np.zeros((3, 3)), np.zeros((3, 3)), np.zeros((6, 6))
+    if not (_factor(K[:3, :3], Lp) and _factor(K[3:, 3:], Lo) and _factor(K, Lf)):
+        return False
     # decoupled wrench: Lambda_p F_p and Lambda_o F_o
-    _spd_solve(K[:3, :3].copy(), F[:3])
-    _spd_solve(K[3:, 3:].copy(), F[3:])
+    _cho_solve(Lp, F[:3])
+    _cho_solve(Lo, F[3:])
     # nullspace: g = M u, tau_null = g - J^T Lambda A^T g
     g = np.zeros(n)
     for i in range(n):
@@ -247,13 +275,14 @@ def _osc(qM, qfrc_bias, qpos, qvel, cdof, subtree_com, site_xpos, site_xmat, ctr
     for r in range(6):
         for c in range(n):
             h[r, 0] += A[c, r] * g[c]
-    _spd_solve(K, h)
+    _cho_solve(Lf, h)
     for c in range(n):
         t = g[c] + qfrc_bias[dof_idx[c]]
         for r in range(6):
             t += J[r, c] * (F[r, 0] - h[r, 0])
         torques[c] = t
         ctrl[act_idx[c]] = min(max(t, lo[c]), hi[c])
+    return True
 
 
 # -- binding to robosuite's robot ---------------------------------------------------------------
@@ -323,6 +352,7 @@ class CompiledController:
         self.arm_scaling = _scaling(arm)
         self.grip_scaling = _scaling(grip)
         self.torques = np.zeros(len(arm.qvel_index))
+        self.fallbacks = 0  # substeps run by robosuite's controller (near-singular poses)
         self._sim = None
 
     # -- per model / per episode -----------------------------------------------------------------
@@ -409,8 +439,21 @@ class CompiledController:
         """This substep's arm torques (also written, clipped, into ``ctrl``: the data's, or the
         given array, which leaves the simulation untouched)."""
         views = self.views if ctrl is None else (*self.views[:-1], ctrl)
-        _osc(*views, self.idx, self.par, self.torques)
+        if not _osc(*views, self.idx, self.par, self.torques):
+            self._near_singular(views[-1])
         return self.torques
+
+    def _near_singular(self, ctrl: np.ndarray) -> None:
+        """robosuite's own OSC for this substep (an arm pose near a singularity), from this
+        controller's goal: the same numerics as robosuite there, not a rounding apart."""
+        self.fallbacks += 1
+        arm = self.arm
+        arm.goal_pos, arm.goal_ori = self.goal_pos.copy(), self.goal_ori.copy()
+        self.robot.composite_controller.update_state()  # the base frame
+        arm.new_update = True  # read this substep's state (it does not step the physics)
+        self.torques[:] = arm.run_controller()
+        ctrl[self.act_idx] = np.clip(self.torques, self.par[12:12 + self.torques.size],
+                                     self.par[12 + self.torques.size:12 + 2 * self.torques.size])
 
     def step(self, action):
         """robosuite's ``MujocoEnv.step`` with this controller: the same substeps (mj_step1, the
@@ -427,6 +470,7 @@ class CompiledController:
             self.bind()
         env.timestep += 1
         m, d, clock, move = self.m, self.d, self.clock, env.move_objects
+        clock.load()
         step1, step2 = mujoco.mj_step1, mujoco.mj_step2
         for i in range(self.nsub):
             step1(m, d)
@@ -448,33 +492,50 @@ class _ObservableClock:
     Every enabled observable without a delay counts the same substep time and samples on the
     same substep; between samples an update only adds the timestep. So the shared counter is
     advanced alone, and on a substep where robosuite would sample or restart the period, the
-    observables get the counter and robosuite's own update runs (same sensors, same order)."""
+    observables get the counter and robosuite's own update runs (same sensors, same order).
+    The counter is read from the observables at the start of every control step (a reset or a
+    forced update in between moves them), and a step whose observables do not share one clock
+    runs robosuite's update on every substep."""
 
     def __init__(self, env, items):
         self.env, self.items = env, items
         self.dt = env.model_timestep
-        first = items[0] if items else None
-        self.t = first._time_since_last_sample if first else 0.0
-        self.sampled = first._sampled if first else True
-        self.period = first._sampling_timestep if first else math.inf
+        self.shared = False
+        self.t, self.sampled, self.period = 0.0, True, math.inf
 
     @classmethod
     def of(cls, env):
         from robosuite.utils.observables import NO_DELAY
 
         items = [o for o in env._observables.values() if o._enabled]
-        shared = {(o._time_since_last_sample, o._sampled, o._sampling_timestep,
-                   o._current_delay, o._delayer is NO_DELAY) for o in items}
-        if len(shared) > 1 or any(not s[4] or s[3] != 0.0 for s in shared):
+        if any(o._delayer is not NO_DELAY for o in items):
             return _EveryUpdate(env)
         return cls(env, items)
 
+    def load(self) -> None:
+        """The observables' shared clock now, or none (``shared`` False) if they differ."""
+        items = self.items
+        if not items:
+            self.shared, self.period = True, math.inf
+            return
+        first = items[0]
+        t, sampled, period = (first._time_since_last_sample, first._sampled,
+                              first._sampling_timestep)
+        self.shared = first._current_delay == 0.0 and all(
+            o._time_since_last_sample == t and o._sampled == sampled
+            and o._sampling_timestep == period and o._current_delay == 0.0 for o in items)
+        self.t, self.sampled, self.period = t, sampled, period
+
     def tick(self) -> None:
+        if not self.shared:
+            self.env._update_observables()
+            return
         t = self.t + self.dt
         if (not self.sampled and self.period >= t) or t >= self.period:
             self._sync(self.t)
             self.env._update_observables()
-            self.t, self.sampled = self.items[0]._time_since_last_sample, self.items[0]._sampled
+            first = self.items[0]
+            self.t, self.sampled = first._time_since_last_sample, first._sampled
         else:
             self.t = t
 
@@ -484,7 +545,8 @@ class _ObservableClock:
 
     def flush(self) -> None:
         """Hand the counter back to the observables (end of a control step)."""
-        self._sync(self.t)
+        if self.shared:
+            self._sync(self.t)
 
 
 class _EveryUpdate:
@@ -492,6 +554,9 @@ class _EveryUpdate:
 
     def __init__(self, env):
         self.env = env
+
+    def load(self) -> None:
+        pass
 
     def tick(self) -> None:
         self.env._update_observables()
