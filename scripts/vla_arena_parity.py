@@ -204,7 +204,9 @@ def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Ro
 def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0) -> Rollout:
     from robosafe.sim.env import TaskEnv
 
-    env = TaskEnv(path, cost_mode="vla-arena", render=False,
+    # robosuite's own controller, as VLA-Arena's env runs (here robosuite 1.5.1, whose float
+    # rounding the compiled controller is not checked against)
+    env = TaskEnv(path, cost_mode="vla-arena", render=False, controller="robosuite",
                   horizon=len(actions) + 1)
     try:
         roll = Rollout()

@@ -151,6 +151,30 @@ COST_MODE = typer.Option("robosafe", "--cost-mode",
                               "length and cost scale, to compare with its leaderboard).")
 
 
+CONTROLLER = typer.Option(None, "--controller",
+                          help="compiled (default: robosafe's compiled arm controller, the same "
+                               "torques as robosuite's within 1e-9, several times faster) or "
+                               "robosuite (robosuite's own Python controller). --resume keeps "
+                               "the run's.")
+
+
+def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
+    """--controller checked before any episode runs; absent on --resume: the run's own."""
+    from robosafe.runner.run import CONTROLLERS, RunConfig
+
+    if name is None:
+        if resume_dir is not None and (resume_dir / "run.json").is_file():
+            from robosafe.runner.rundir import open_run
+
+            return RunConfig.from_json(open_run(resume_dir).config).controller
+        return RunConfig.controller if host == "robosafe" else "robosuite"
+    if name not in CONTROLLERS:
+        fail(f"--controller: {name!r} is not one of {', '.join(CONTROLLERS)}")
+    if name == "compiled" and host != "robosafe":
+        fail("--controller compiled drives robosafe's simulator; LIBERO runs its own controller")
+    return name
+
+
 def cost_mode_for(mode: str, host: str) -> str:
     """--cost-mode checked before any episode runs."""
     from robosafe.tasks.cost import MODES
@@ -217,6 +241,7 @@ def run(
     seeds: str = SEEDS,
     assets: str = ASSETS,
     cost_mode: str = COST_MODE,
+    controller: str = CONTROLLER,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -274,7 +299,8 @@ def run(
                     cost_mode=cost_mode_for(cost_mode, host), shield=shield,
                     shield_horizon=shield_horizon, shield_margin=shield_margin,
                     shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
-                                            if c.strip()))
+                                            if c.strip()),
+                    controller=controller_for(controller, host, out if resume else None))
     quiet = as_json or not sys.stderr.isatty()
     if ray_address and backend != "ray":
         fail("--ray-address needs --backend ray")

@@ -38,6 +38,11 @@ from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run,
 BACKENDS = ("local", "ray")
 
 
+#: the robosafe host's arm controllers (robosafe.sim.controller.CONTROLLERS, named here so the
+#: CLI checks --controller without importing the simulator)
+CONTROLLERS = ("compiled", "robosuite")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What a run evaluates; stored as run.json (with the task files copied beside it)."""
@@ -69,6 +74,9 @@ class RunConfig:
     shield_horizon: int = 5
     shield_margin: float = 0.0
     shield_candidates: tuple[str, ...] = ("scale", "hold", "retreat", "open")
+    # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
+    # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
+    controller: str = "compiled"  # one of CONTROLLERS
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -78,6 +86,9 @@ class RunConfig:
             # LIBERO builds its scenes from its own meshes and textures whatever --assets says
             # (that option picks robosafe's simulator's), so record what the episodes used.
             object.__setattr__(self, "assets", "libero")
+        if self.host == "libero" and self.controller != "robosuite":
+            # LIBERO's envs run their own robosuite controller; the compiled one is robosafe's
+            object.__setattr__(self, "controller", "robosuite")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -113,6 +124,8 @@ class RunConfig:
     def from_json(cls, d: dict[str, Any]) -> RunConfig:
         keys = cls.__dataclass_fields__
         kw = {k: d[k] for k in keys if k in d}
+        # run.json from before the controller choice: its episodes ran robosuite's controller
+        kw.setdefault("controller", "robosuite")
         for k in ("seeds", "language_levels", "visual_levels", "placement_jitter",
                   "shield_candidates"):
             if k in kw:
@@ -214,6 +227,7 @@ def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
                       horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
+                      controller=cfg.controller,
                       image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env

@@ -26,6 +26,7 @@ import numpy as np
 
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.hosts.recorder import Recorder
+from robosafe.sim.controller import DEFAULT as CONTROLLER
 from robosafe.sim.perturb import (
     VisualPerturbation,
     apply_image,
@@ -110,7 +111,8 @@ class TaskEnv:
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
-                 cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in"):
+                 cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in",
+                 controller: str = CONTROLLER):
         cfg = config()
         self.problem, self.source = load_task(task, control_freq, source)
         self.task_id = task_id or self.problem.name  # suites use the file stem
@@ -136,7 +138,7 @@ class TaskEnv:
         if self.render:
             ensure_gl_backend()
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
-                              horizon=self.horizon, assets=assets)
+                              horizon=self.horizon, assets=assets, controller=controller)
         m = self.arena.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
                                                                  c) < 0]

@@ -25,6 +25,7 @@ from robosuite.models.tasks import ManipulationTask
 
 from robosafe.errors import TaskError
 from robosafe.sim.assets import category, make_asset
+from robosafe.sim.controller import CompiledController, check_controller
 from robosafe.sim.libero_assets import assets_root, covered
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, overlap, place_footprint
@@ -103,7 +104,7 @@ class ArenaEnv(ManipulationEnv):
 
     def __init__(self, problem: Problem, *, source: str = "<task>", control_freq: float,
                  horizon: int, robots: str | None = None, assets: str = "stand-in",
-                 **kwargs):
+                 controller: str = "robosuite", **kwargs):
         cfg = config()
         self.problem = problem
         if assets not in ("stand-in", "libero"):
@@ -126,12 +127,17 @@ class ArenaEnv(ManipulationEnv):
         self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
         self._substep = 0
         self.assets: dict = {}
+        # robosuite's Python controller loop, or the compiled one (robosafe.sim.controller)
+        self.controller = check_controller(controller)
+        self._compiled: CompiledController | None = None
         super().__init__(robots=robots or cfg["robot"], control_freq=control_freq,
                          horizon=horizon, hard_reset=False, ignore_done=True,
                          initialization_noise=None, use_camera_obs=False,
                          has_renderer=False, has_offscreen_renderer=False, **kwargs)
         if self.scene.get("robot_init_qpos") is not None:  # LIBERO / VLA-Arena's start pose
             self.robots[0].init_qpos = np.asarray(self.scene["robot_init_qpos"], dtype=float)
+        if controller == "compiled":
+            self._compiled = CompiledController(self)
 
     # -- model --------------------------------------------------------------------------------
     def _load_model(self):
@@ -207,10 +213,12 @@ class ArenaEnv(ManipulationEnv):
         """robosuite reset, then hidden settling steps so placed objects come to rest before
         the episode (and the moving objects' clock) starts."""
         super().reset()
+        if self._compiled is not None:
+            self._compiled.bind()  # the episode's nullspace posture and observables
         hold = np.zeros(self.action_dim)
         hold[-1] = -1.0  # gripper open
         for _ in range(config()["settle_steps"]):
-            super().step(hold)
+            self.step(hold)
         self.timestep = 0
         self.motion_on = True
         return self._get_observations(force_update=True)
@@ -415,8 +423,17 @@ class ArenaEnv(ManipulationEnv):
                 self.sim.data.qpos[adr] = art.open if on else art.closed
 
     # -- motion ----------------------------------------------------------------------------------
+    def step(self, action):
+        if self._compiled is not None:
+            return self._compiled.step(action)
+        return super().step(action)
+
     def _pre_action(self, action, policy_step=False):
         super()._pre_action(action, policy_step)
+        self.move_objects()
+
+    def move_objects(self) -> None:
+        """Moving objects to their pose at this substep (before the physics of the substep)."""
         if not self.motion_on or not self.moving:
             return
         t = self._substep * self.model_timestep

@@ -1,0 +1,160 @@
+"""Simulator step cost: robosafe's control step against the raw physics it runs.
+
+Baselines (named, measured in the same run, interleaved step by step so load changes on a
+shared machine hit every side alike; ratios of medians are reported, not absolute times):
+
+- ``raw``: the same compiled model's physics alone, ``mj_step`` x 25 (the substeps of one 20 Hz
+  control step at 2 ms) from a copy of the compiled-controller env's state after each step;
+- ``robosuite``: :class:`robosafe.sim.env.TaskEnv` with robosuite's own Python OSC controller;
+- ``compiled``: the same env with :mod:`robosafe.sim.controller` (target: <= 1.5x raw);
+- per-step parts of ``compiled``: recorder row, predicates + costs, observation (robosuite's
+  observables + privileged state), timed inside the same steps;
+- ``rendered``: ``compiled`` plus two cameras (agentview, eye-in-hand) at 128 px with the
+  flags robosafe renders with (visual geom groups, MUJOCO_GL=egl), against ``compiled``.
+
+Then episodes per minute over the demo suite (scripted-careful, no images) with 1 and 2 local
+workers (target: 2 workers >= 1.8x one; each worker builds its scenes once).
+
+Run:  MUJOCO_GL=egl python benchmarks/bench_step.py [--task demo/open_top_drawer]
+      [--steps 300] [--episodes 2] [--skip-render] [--skip-workers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco
+
+from robosafe.policies.base import make_policy
+from robosafe.sim.env import TaskEnv
+
+SUITES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites"
+SUBSTEPS = 25
+
+
+class Side:
+    """One env with its own scripted policy; a finished episode restarts at the next seed."""
+
+    def __init__(self, task: Path, **kw):
+        self.env = TaskEnv(task, **kw)
+        self.policy = make_policy("scripted-careful", host="robosafe")
+        self.times: list[float] = []
+        self.obs, _ = self.env.reset(seed=0)
+        self.policy.reset(self.env.task_info())
+
+    def step(self) -> None:
+        action = self.policy.act(self.obs)
+        t0 = time.perf_counter()
+        self.obs, _, terminated, truncated, _ = self.env.step(action)
+        self.times.append(time.perf_counter() - t0)
+        if terminated or truncated:
+            self.obs, _ = self.env.reset(seed=self.env.seed + 1)
+            self.policy.reset(self.env.task_info())
+
+
+def timed(parts: dict, obj, name: str, key: str) -> None:
+    """Wrap ``obj.name`` to add its time to ``parts[key]``."""
+    fn = getattr(obj, name)
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            parts[key].append(time.perf_counter() - t0)
+
+    setattr(obj, name, wrapper)
+
+
+def bench_step(task: Path, steps: int, render: bool) -> None:
+    sides = {"robosuite": Side(task, render=False, controller="robosuite"),
+             "compiled": Side(task, render=False, controller="compiled")}
+    if render:
+        sides["rendered"] = Side(task, render=True, image_size=(128, 128),
+                                 controller="compiled")
+    comp = sides["compiled"].env
+    parts: dict[str, list[float]] = defaultdict(list)
+    timed(parts, comp.recorder, "_record", "recorder row")
+    timed(parts, comp.view, "update", "predicates + costs")
+    timed(parts, comp.view, "atom", "predicates + costs")
+    timed(parts, comp, "_freeze", "predicates + costs")
+    timed(parts, comp, "_observe", "observation")
+    timed(parts, comp.arena, "_get_observations", "observation")
+    m = comp.arena.model_ptr()
+    scratch = mujoco.MjData(m)
+    raw: list[float] = []
+    order = list(sides)
+    for i in range(steps):
+        for name in (order if i % 2 else order[::-1]):
+            sides[name].step()
+        mujoco.mj_copyData(scratch, m, comp.arena.data_ptr())
+        t0 = time.perf_counter()
+        for _ in range(SUBSTEPS):
+            mujoco.mj_step(m, scratch)
+        raw.append(time.perf_counter() - t0)
+    base = statistics.median(raw)
+    print(f"task {task.relative_to(SUITES)}: {steps} interleaved steps, medians")
+    print(f"  {'raw mj_step x25':34s} {1e3 * base:7.3f} ms   1.00x raw")
+    for name, side in sides.items():
+        med = statistics.median(side.times)
+        print(f"  {name + ' TaskEnv.step':34s} {1e3 * med:7.3f} ms  {med / base:5.2f}x raw")
+    step = statistics.median(sides["compiled"].times)
+    # a part's time per step: its total over the run / the number of steps
+    for key, ts in parts.items():
+        per = sum(ts) / steps
+        print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step")
+    fb = comp.arena._compiled.fallbacks
+    print(f"    compiled: substeps handed to robosuite's controller (near-singular) {fb}")
+    if render:
+        r = statistics.median(sides["rendered"].times)
+        print(f"  rendered (2 cameras, 128 px) / unrendered: {r / step:.2f}x")
+    for side in sides.values():
+        side.env.close()
+
+
+def bench_workers(episodes: int) -> None:
+    from robosafe.runner.run import RunConfig, execute, prepare
+    from robosafe.tasks.suites import suite_tasks
+
+    tasks = {k: str(v) for k, v in suite_tasks("demo", None).items()}
+    rates = {}
+    for workers in (1, 2):
+        cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes,
+                        suite="demo")
+        with tempfile.TemporaryDirectory() as tmp:
+            run, cells = prepare(cfg, Path(tmp) / "run")
+            t0 = time.perf_counter()
+            rows = execute(run, cells, workers=workers)
+            wall = time.perf_counter() - t0
+        bad = [r for r in rows if r.get("error_type")]
+        rates[workers] = len(rows) / wall * 60
+        print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
+              f"{rates[workers]:.1f} episodes/min" + (f" ({len(bad)} crashed)" if bad else ""))
+    print(f"  2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--task", default="demo/open_top_drawer")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--episodes", type=int, default=2, help="episodes per demo task")
+    ap.add_argument("--skip-render", action="store_true")
+    ap.add_argument("--skip-workers", action="store_true")
+    args = ap.parse_args()
+    bench_step(SUITES / f"{args.task}.bddl", args.steps, not args.skip_render)
+    if not args.skip_workers:
+        print(f"demo suite, scripted-careful, {args.episodes} episode(s) per task, "
+              "compiled controller")
+        bench_workers(args.episodes)
+
+
+if __name__ == "__main__":
+    main()
