@@ -3,6 +3,8 @@
 import itertools
 import math
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -346,7 +348,7 @@ def test_bad_input_raises_robosafe_error(call):
         call()
 
 
-def test_t10_s20_r5_matches_the_compiled_c4_dp():
+def test_t10_s20_r5_matches_the_compiled_c4_dp(monkeypatch):
     """The shape that was slow (T = 10, S = 20, R = 5): every cutoff and Q_hi equals the C.4
     DP as written (the benchmark's numba-compiled baseline, an independent implementation)."""
     import importlib.util
@@ -355,6 +357,8 @@ def test_t10_s20_r5_matches_the_compiled_c4_dp():
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cutoffs.py"
     spec = importlib.util.spec_from_file_location("bench_cutoffs", path)
     bench = importlib.util.module_from_spec(spec)
+    # numba resolves a compiled function's globals through sys.modules by module name
+    monkeypatch.setitem(sys.modules, "bench_cutoffs", bench)
     spec.loader.exec_module(bench)
     T, S, R = 10, 20, 5
     le, lf, F = bench.baseline_table(T, S, R, 0.05)

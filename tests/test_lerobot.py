@@ -590,7 +590,7 @@ def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir
     # the good episode keeps both cameras: one episode's missing video drops nothing else
     assert sorted(k for k, v in info["features"].items() if v["dtype"] == "video") == [
         "observation.images.agentview", "observation.images.robot0_eye_in_hand"]
-    eps = pq.read_table(tmp_path / "ds/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    eps = pq.read_table(tmp_path / "ds/meta/robosafe_episodes.parquet").to_pylist()
     assert [json.loads(e[TRACE_COLUMN])["task_id"] for e in eps] == [
         "place_apple_on_plate_past_vase"]
 
