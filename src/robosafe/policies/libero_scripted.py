@@ -265,8 +265,10 @@ class LiberoPickPlace:
 
     def _move(self, eef: np.ndarray, goal: np.ndarray, yaw: float = 0.0) -> np.ndarray:
         a = np.zeros(7)
-        a[:3] = np.clip((goal - eef) / STEP_M, -1.0, 1.0) * self.p["speed"]
-        a[5] = np.clip(yaw / STEP_RAD, -1.0, 1.0) * self.p["speed"]
+        # the set-point moves the whole remaining way, at most speed x the controller's step
+        v = self.p["speed"]
+        a[:3] = np.clip((goal - eef) / (STEP_M * v), -1.0, 1.0) * v
+        a[5] = np.clip(yaw / (STEP_RAD * v), -1.0, 1.0) * v
         a[6] = self.grip
         return a
 
@@ -310,6 +312,10 @@ class LiberoPickPlace:
             yaw = self._yaw(obs, p.obj, s.grasp)
             if s.phase == "approach":
                 goal = grasp_at + np.array([0, 0, APPROACH_ABOVE_M])
+                if np.linalg.norm(goal[:2] - eef[:2]) > REACHED_M:
+                    # across at the height it has (the start pose is above the cabinets),
+                    # down only over the object
+                    goal[2] = max(goal[2], float(eef[2]))
                 if np.linalg.norm(goal - eef) < REACHED_M and abs(yaw) < 0.05:
                     self._next("descend")
                 return self._move(eef, goal, yaw)
