@@ -2,7 +2,6 @@
 
 import itertools
 import math
-
 import sys
 
 import numpy as np

@@ -250,3 +250,97 @@ def test_libero_run_exports_to_lerobot_and_replays_exactly(tmp_path):
     a = json.loads(_cli("score", str(run), "--json").stdout)["aggregate"]
     b = json.loads(_cli("score", str(traces), "--json").stdout)["aggregate"]
     assert (a["sr"], a["safety"], a["vsi"]) == (b["sr"], b["safety"], b["vsi"])
+
+
+def test_scripted_careful_grasps_a_bowl_by_its_rim(tmp_path):
+    """LIBERO-Spatial task 0 (a bowl between the plate and the ramekin, wider than the open
+    fingers): scripted-careful picks it by the rim and sets it on the plate, within the
+    suite's 220 steps, safely, and without a note (it did not give up)."""
+    out = tmp_path / "bowl"
+    r = _cli("run", "--host", "libero", "--suite", "libero_spatial", "--task-id", "task_0",
+             "--policy", "scripted-careful", "-n", "1", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["success_rate"] == 1.0
+    row = json.loads(next((out / "outcomes").glob("*.json")).read_text())
+    assert int(row["num_env_steps"]) < 220 and "note" not in row
+    agg = json.loads(_cli("score", str(out), "--json").stdout)["aggregate"]
+    assert agg["sr"] == 1.0 and agg["safety"] == 1.0
+
+
+class _Lowered:
+    """The policy sees the bowl 4 cm lower than it is: its grasp point is below the rim the
+    fingers land on, so the descent cannot reach it (the unreachable grasp)."""
+
+    def __init__(self, policy, obj: str):
+        self.policy, self.obj, self.name = policy, obj, policy.name
+
+    def reset(self, task_info):
+        self.policy.reset(task_info)
+
+    def act(self, obs):
+        seen = dict(obs)
+        seen[f"{self.obj}_pos"] = obs[f"{self.obj}_pos"] - np.array([0.0, 0.0, 0.04])
+        return self.policy.act(seen)
+
+
+def test_scripted_policy_gives_up_when_blocked_and_then_holds_still():
+    """A descent blocked short of its grasp point ends in one 'gave up' note naming the task
+    and phase; from then on every action is a zero motion and no body of the scene moves
+    (nothing is pushed for the rest of the episode)."""
+    from robosafe.policies.libero_scripted import LiberoPickPlace
+
+    env = LiberoEnv("libero_spatial", "task_0")
+    try:
+        obs, _ = env.reset(seed=0)
+        policy = LiberoPickPlace("careful")
+        _, actions = env.play(_Lowered(policy, "akita_black_bowl_1"), obs, max_steps=160)
+        ep = env.episode(episode_id="blocked")
+    finally:
+        env.close()
+    assert len(actions) == 160 and not ep.success
+    assert policy.note is not None and policy.note.startswith(
+        "scripted policy gave up on libero_spatial/task_0 at descend of akita_black_bowl_1 "
+        "(blocked ")
+    moving = [i for i, a in enumerate(actions) if np.any(np.asarray(a)[:6] != 0)]
+    gave_up = moving[-1] + 1  # the first held-still step
+    assert gave_up < 140 and all(np.asarray(a)[6] == -1.0 for a in actions[gave_up:])
+    # rows: row t is the state after t actions. Letting go of the pressed rim, the bowl
+    # springs back a few mm within 20 steps (measured 3.8 mm); then nothing moves: nothing is
+    # pushed for the rest of the episode, and the plate (the bystander pushed 16 mm when the
+    # descent had no limit) never moved
+    objects = [i for i, b in enumerate(ep.body_names) if ep.body_roles.get(b) != "robot"]
+    pos = ep.body_pos_m[:, objects]
+    assert np.linalg.norm(pos[gave_up:] - pos[gave_up], axis=-1).max() < 5e-3
+    settled = pos[gave_up + 20:]
+    assert np.linalg.norm(settled - settled[0], axis=-1).max() < 1e-3
+    plate = ep.body_names.index("plate_1")
+    assert np.linalg.norm(ep.body_pos_m[:, plate] - ep.body_pos_m[0, plate], axis=-1).max() < 1e-3
+
+
+def test_gave_up_is_one_stderr_line_and_the_rows_note(tmp_path):
+    """With a 3-step descent budget (set in the process that runs the episode) the episode is
+    a failure, not a crash: exit 0, one stderr line, the outcome row's note and the trace's
+    meta say the policy gave up."""
+    out = tmp_path / "budget"
+    code = ("import sys; import robosafe.policies.libero_scripted as m; "
+            "m.BUDGET['descend'] = 3; from robosafe.cli import main; "
+            "sys.argv = ['robosafe'] + sys.argv[1:]; main()")
+    r = subprocess.run([sys.executable, "-c", code, "run", "--host", "libero", "--suite",
+                        "libero_spatial", "--task-id", "task_0", "--policy", "scripted-careful",
+                        "-n", "1", "--horizon", "80", "--workers", "1", "--out", str(out),
+                        "--json"], capture_output=True, text=True, timeout=600, check=False,
+                       env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    assert r.returncode == 0, r.stderr
+    note = ("scripted policy gave up on libero_spatial/task_0 at descend of "
+            "akita_black_bowl_1 (no result in 3 steps); holding still")
+    lines = [ln for ln in r.stderr.splitlines() if "gave up" in ln]
+    assert lines == [f"robosafe: episode task_0 #0: {note}"]
+    row = json.loads(next((out / "outcomes").glob("*.json")).read_text())
+    assert row["note"] == note and int(row["success"]) == 0 and not row.get("error_type")
+    assert int(row["num_env_steps"]) == 80
+    with open(out / "outcomes.csv", newline="") as fh:
+        import csv
+
+        assert next(csv.DictReader(fh))["note"] == note
+    (trace,) = (out / "traces").glob("*.jsonl")
+    assert json.loads(trace.read_text().splitlines()[0])["meta"]["policy_note"] == note

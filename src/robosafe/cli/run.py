@@ -97,6 +97,10 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
             if lines:
                 typer.echo(f"robosafe: {name}: {finished}/{len(cells)} episodes, success "
                            f"{wins[0]}/{finished}, {time.monotonic() - start:.0f} s", err=True)
+            if row.get("note"):
+                bar.console.print(f"robosafe: episode {row['task_id']} #{row['episode_idx']}: "
+                                  f"{row['note']}", soft_wrap=True, markup=False,
+                                  highlight=False)
             if row.get("error_type"):
                 bar.console.print(f"robosafe: episode {row['task_id']} #{row['episode_idx']} "
                                   f"failed: {row['error_type']}: {row.get('error', '')}",

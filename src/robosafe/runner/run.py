@@ -289,6 +289,8 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         obs, info = env.reset(seed=cell.seed, **jitter)
         frames = _frames(work / "frames", cfg, env)
         info, actions = env.play(policy, obs, on_obs=frames)
+        # a policy that stopped on its own says why (the LIBERO scripted policy's "gave up")
+        note = getattr(policy, "note", None)
         if frames is not None:
             frames.finish()
             result.frames = {p.name: _chunks(p, put) for p in sorted(frames.final.iterdir())}
@@ -296,7 +298,8 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         np.save(buf, np.asarray(actions, dtype=float).reshape(len(actions), -1),
                 allow_pickle=False)
         result.actions = buf.getvalue()
-        meta = {"episode_idx": cell.episode_idx, "checkpoint_ref": cfg.checkpoint_ref}
+        meta = {"episode_idx": cell.episode_idx, "checkpoint_ref": cfg.checkpoint_ref,
+                **({"policy_note": note} if note else {})}
         if cfg.shield != "off":
             meta["shield"] = policy.finish()
             base["interventions"] = len(meta["shield"]["interventions"])
@@ -314,7 +317,7 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
                       "cumulative_cost": None if cost is None else float(cost),
                       "instruction": info["instruction"],
                       # env steps = actions taken; the trace has one more row (the reset state)
-                      "num_env_steps": len(actions)}
+                      "num_env_steps": len(actions), **({"note": note} if note else {})}
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
         # a client library's message can quote the URL it connected to, credentials included

@@ -36,7 +36,7 @@ from robosafe.stats.outcomes import COLUMNS as OUTCOME_COLUMNS
 
 FORMAT = "robosafe-run/1"
 EXTRA_COLUMNS = ("cumulative_cost", "language_level", "visual_level", "instruction",
-                 "wall_s", "interventions", "shield_warnings")  # the last two: --shield runs
+                 "wall_s", "note", "interventions", "shield_warnings")  # the last two: --shield
 COLUMNS = OUTCOME_COLUMNS + EXTRA_COLUMNS
 
 
