@@ -6,7 +6,7 @@ identical env (same seed) wrapped in :class:`robosafe.hosts.recorder.Recorder`. 
 same random action sequence, so they simulate the same trajectory and the same contacts.
 The two envs are stepped alternately, one action at a time (and which goes first alternates),
 so load changes on a shared machine hit both alike; resets are not timed. The overhead is the
-median over repetitions of the paired ratio of total recorded / unrecorded step time. Target (issue #5): at most 10% of the env step.
+median over repetitions of the paired ratio of total recorded / unrecorded step time. Target: at most 10% of the env step.
 
 Run:  python benchmarks/bench_recorder.py [--steps 400] [--reps 7] [--seed 0]
 

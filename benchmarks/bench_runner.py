@@ -1,4 +1,4 @@
-"""Runner throughput on the demo suite (issue #6, "Performance").
+"""Runner throughput on the demo suite.
 
 1. Episodes per minute with 1 and 2 local workers (scripted-careful on every demo task), and
    the scaling ratio 2 workers / 1 worker (baseline: the 1-worker run in the same invocation).

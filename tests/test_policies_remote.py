@@ -1,4 +1,4 @@
-"""Remote policies over openpi's websocket + msgpack-numpy protocol (issue #6): real servers on
+"""Remote policies over openpi's websocket + msgpack-numpy protocol: real servers on
 loopback (robosafe's PolicyServer, or a bare websockets server for misbehaving ones)."""
 
 from __future__ import annotations

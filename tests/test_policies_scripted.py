@@ -1,4 +1,4 @@
-"""The scripted careful / careless policies on the demo suite (issue #6; real simulation).
+"""The scripted careful / careless policies on the demo suite (real simulation).
 
 Shows SafeVLA-Bench's central finding (paper 000, Sec. 1 and 4.2): both policies succeed,
 only one is safe. Safety is the scored App. B trace (Table 2 specs); CC is VLA-Arena's

@@ -1,4 +1,4 @@
-"""The evaluation runner: run directories, fixed seeds, resume, crash rows, backends (issue #6)."""
+"""The evaluation runner: run directories, fixed seeds, resume, crash rows, backends."""
 
 import csv
 import json

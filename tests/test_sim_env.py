@@ -1,4 +1,4 @@
-"""The CBDDL simulator end to end (issue #5 "done when"): real robosuite + MuJoCo, headless."""
+"""The CBDDL simulator end to end: real robosuite + MuJoCo, headless."""
 
 import json
 import os

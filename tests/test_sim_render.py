@@ -1,4 +1,4 @@
-"""Headless rendering the right way up (issue #5, "Rendering"): real EGL rendering, small images."""
+"""Headless rendering the right way up: real EGL rendering, small images."""
 
 from __future__ import annotations
 

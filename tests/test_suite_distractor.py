@@ -1,5 +1,5 @@
 """StaticDistractors, DynamicDistractors and UnseenObjects (VLA-Arena paper 001, App. 9.6, 9.7,
-9.10; Tables 10, 11, 14; issue #7 "Verification"): every task builds for seeds 0 and 1 with
+9.10; Tables 10, 11, 14): every task builds for seeds 0 and 1 with
 nothing overlapping, off the table or sliding and every init atom holding; each suite renders;
 scripted-careful reaches the goal on >= 80% of the L0 episodes (seeds 0 and 1; it reaches all);
 the dynamic distractors never push the target or the destination by themselves.

@@ -1,4 +1,4 @@
-"""Suites PrepositionCombinations, TaskWorkflows and LongHorizon (issue #7; VLA-Arena paper 001,
+"""Suites PrepositionCombinations, TaskWorkflows and LongHorizon (VLA-Arena paper 001,
 App. 9.8, 9.9, 9.11, Tables 12, 13 and 15).
 
 Every task builds for seeds 0 and 1 with nothing in collision, off the table or sliding and

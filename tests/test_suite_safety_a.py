@@ -1,4 +1,4 @@
-"""Safety suites StaticObstacles, CautiousGrasp and HazardAvoidance (issue #7; VLA-Arena paper
+"""Safety suites StaticObstacles, CautiousGrasp and HazardAvoidance (VLA-Arena paper
 001, App. 9.1-9.3, Tables 5-7): every task places cleanly and renders, scripted-careful solves
 the L0 tasks it can (cleanly), and each task's violating plan in checks.yaml fires its term.
 

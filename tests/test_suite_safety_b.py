@@ -1,5 +1,5 @@
 """Safety suites StatePreservation (VLA-Arena 001, App. 9.4, Table 8) and DynamicObstacles
-(App. 9.5, Table 9): 30 CBDDL tasks (issue #7 "Verification").
+(App. 9.5, Table 9): 30 CBDDL tasks.
 
 Per task: it builds for seeds 0 and 1 with nothing overlapping, off the table, sliding or with
 a false init atom (``robosafe.runner.check.placement_problems``, the check ``check_task``

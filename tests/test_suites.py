@@ -1,4 +1,4 @@
-"""Suite registry and `robosafe suites list | show | check` (issue #7)."""
+"""Suite registry and `robosafe suites list | show | check`."""
 
 import json
 import subprocess

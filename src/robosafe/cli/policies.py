@@ -1,5 +1,5 @@
 """``robosafe serve-policy SPEC``: expose a policy on openpi's websocket policy-server
-protocol (issue #6), e.g. for ``robosafe run --policy ws://HOST:PORT`` on another machine."""
+protocol, e.g. for ``robosafe run --policy ws://HOST:PORT`` on another machine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``robosafe report``: one self-contained HTML report for run directories (issue #6)."""
+"""``robosafe report``: one self-contained HTML report for run directories."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``robosafe results ...``: the results store of scored runs (issue #6, "Results store").
+"""``robosafe results ...``: the results store of scored runs.
 
 The database is ``--db PATH``, else ``$ROBOSAFE_DB``, else ``robosafe.duckdb`` in the current
 directory. ``compare`` is the paired task-stratified Wald test of benchmark audit paper 002

@@ -1,4 +1,4 @@
-"""``robosafe run`` (evaluate a policy on tasks) and ``robosafe demo`` (issue #6)."""
+"""``robosafe run`` (evaluate a policy on tasks) and ``robosafe demo``."""
 
 from __future__ import annotations
 

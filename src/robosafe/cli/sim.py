@@ -1,5 +1,5 @@
 """``robosafe sim ...``: run CBDDL tasks in the MuJoCo simulator, record robosuite envs,
-export initial states, list the asset library (issue #5)."""
+export initial states, list the asset library."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``robosafe suites ...``: the built-in task suites (issue #7; VLA-Arena App. 9)."""
+"""``robosafe suites ...``: the built-in task suites (VLA-Arena App. 9)."""
 
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
 """Policies that act in robosafe's simulator: the policy protocol, scripted, random and replay
-policies, remote clients (DESIGN.md; issue #6)."""
+policies, remote clients (DESIGN.md)."""

@@ -1,4 +1,4 @@
-"""The policy protocol and the simplest policies (issue #6).
+"""The policy protocol and the simplest policies.
 
 A policy is anything with::
 

@@ -1,4 +1,4 @@
-"""Remote policies over openpi's websocket + msgpack-numpy policy-server protocol (issue #6).
+"""Remote policies over openpi's websocket + msgpack-numpy policy-server protocol.
 
 The protocol is the one Physical Intelligence's openpi serves pi0 / pi0.5 with
 (https://github.com/Physical-Intelligence/openpi: ``openpi_client/websocket_client_policy.py``,

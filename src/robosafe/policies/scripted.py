@@ -1,4 +1,4 @@
-"""Scripted policies on privileged object poses (no model weights; issue #6 "Policies").
+"""Scripted policies on privileged object poses (no model weights).
 
 Two layers:
 
@@ -760,8 +760,8 @@ VIOLATION_MODES = ("touch", "sweep", "carry_into")
 
 
 class ViolatorPolicy:
-    """Deliberately unsafe scripts that make a task's cost terms fire (issue #7 "every cost
-    term can fire"): ``touch`` drives the closed gripper at full speed from above into the
+    """Deliberately unsafe scripts that make a task's cost terms fire (every cost term of a
+    suite task can): ``touch`` drives the closed gripper at full speed from above into the
     target's centre and presses; ``sweep`` passes through the target at its mid height along
     +y; ``carry_into`` picks the goal's first object and sets it down on the target."""
 

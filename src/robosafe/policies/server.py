@@ -1,4 +1,4 @@
-"""Serve any robosafe policy over openpi's websocket + msgpack-numpy protocol (issue #6).
+"""Serve any robosafe policy over openpi's websocket + msgpack-numpy protocol.
 
 The server side of :mod:`robosafe.policies.remote`, wire-compatible with openpi's
 ``openpi/serving/websocket_policy_server.py`` (https://github.com/Physical-Intelligence/openpi),

@@ -1,4 +1,4 @@
-"""One self-contained HTML report for one or more run directories (issue #6).
+"""One self-contained HTML report for one or more run directories.
 
 The file holds everything it shows: CSS inline, figures as base64 PNG data URIs drawn with
 matplotlib's Agg backend, no script and no external URL (a Content-Security-Policy meta tag

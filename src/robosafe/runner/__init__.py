@@ -1,1 +1,1 @@
-"""Episodes x seeds orchestration, resumable run directories and the results store (issue #6)."""
+"""Episodes x seeds orchestration, resumable run directories and the results store."""

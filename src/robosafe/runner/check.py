@@ -1,4 +1,4 @@
-"""Checks that a task is runnable (issue #7 "Verification"): it parses and validates, builds a
+"""Checks that a task is runnable: it parses and validates, builds a
 world for several seeds with nothing placed in collision or off the table, every init atom
 holds after settling, it renders, and (optionally) a policy reaches its goal.
 

@@ -1,4 +1,4 @@
-"""Evaluate a policy on tasks: episodes x seeds x perturbation levels (issue #6).
+"""Evaluate a policy on tasks: episodes x seeds x perturbation levels.
 
 Each cell (task, episode index -> seed, language level W, visual level V) is one episode. Seeds
 are fixed by the run config, so two policies evaluated with the same config see the same

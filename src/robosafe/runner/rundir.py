@@ -1,4 +1,4 @@
-"""Run directories: what `robosafe run` writes and `score` / `report` / `results` read (issue #6).
+"""Run directories: what `robosafe run` writes and `score` / `report` / `results` read.
 
 Layout::
 

@@ -1,4 +1,4 @@
-"""The results store: scored runs in one embedded DuckDB file (issue #6, "Results store").
+"""The results store: scored runs in one embedded DuckDB file.
 
 Tables (``SCHEMA_VERSION`` 1)::
 

@@ -4,7 +4,7 @@ Categories are data (``data/assets.yaml``): a builder kind, dimensions, colours,
 properties and named parts. This module holds a handful of generic builders, one per geometry
 family, that turn a row into procedural MJCF (primitives, plus lathed meshes written inline as
 ``<mesh vertex=... face=...>`` for visuals only), so the library installs with pip and needs no
-mesh files or downloads (issue #5).
+mesh files or downloads.
 
 The category list covers the objects of VLA-Arena's task suites (paper 001, App. 9, Tables 5-15:
 StaticObstacles, CautiousGrasp, HazardAvoidance, StatePreservation, DynamicObstacles, ...,

@@ -1,4 +1,4 @@
-"""Gymnasium-style environment for one CBDDL task (issue #5; VLA-Arena paper 001 Sec. 2-4).
+"""Gymnasium-style environment for one CBDDL task (VLA-Arena paper 001 Sec. 2-4).
 
 ``reset(seed=...) -> obs, info`` and ``step(action) -> obs, reward, terminated, truncated,
 info``. ``info`` carries ``success``, the step's ``cost`` and per-term ``cost_terms``, the

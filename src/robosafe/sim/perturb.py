@@ -256,7 +256,7 @@ def _mired(kelvin: float | None) -> float:
 
 
 def combine(task_pert: VisualPerturbation, level_pert: VisualPerturbation) -> VisualPerturbation:
-    """A task's own perturbation with a level ladder on top (issue #5; docs/decisions.md).
+    """A task's own perturbation with a level ladder on top (docs/decisions.md).
 
     The level *adds* to the task: lighting offsets add (clipped to [-1, 1], the range the CBDDL
     validator accepts, i.e. enhancement factors in [0, 2]); colour temperatures add as shifts in

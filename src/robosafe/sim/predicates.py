@@ -1,7 +1,7 @@
 """Goal and cost predicates of the CBDDL catalogue evaluated on MuJoCo state (VLA-Arena paper
 001, App. 7.1 Table 3 and App. 7.4; names in ``tasks/data/predicates.yaml``).
 
-Physics, as issue #5 fixes it:
+Physics, as robosafe fixes it:
 
 * contact force is the magnitude of the full 3-D contact force from ``mj_contactForce``
   (VLA-Arena's public code reads one tangential component; we do not);

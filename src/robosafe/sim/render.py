@@ -1,4 +1,4 @@
-"""Headless rendering the right way up (issue #5, "Rendering").
+"""Headless rendering the right way up.
 
 - :func:`ensure_gl_backend` picks MuJoCo's OpenGL backend when ``MUJOCO_GL`` is unset: EGL,
   then OSMesa, each probed by really rendering in a subprocess (the backend is fixed when

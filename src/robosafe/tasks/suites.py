@@ -1,4 +1,4 @@
-"""Built-in task suites (issue #7; VLA-Arena paper 001, Sec. 3 and App. 9).
+"""Built-in task suites (VLA-Arena paper 001, Sec. 3 and App. 9).
 
 A suite is a directory of CBDDL files shipped as package data, ``tasks/suites/<suite>/``,
 with the VLA-Arena suites split into ``L0/``, ``L1/``, ``L2/``; the task id is the file stem
