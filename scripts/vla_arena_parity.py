@@ -127,6 +127,23 @@ class ArenaSide:
             terms = self.term_costs(bool(done))
         return obs, bool(done), float(info.get("cost", 0.0)), terms
 
+    def bodies(self) -> list[str]:
+        """The task's objects and fixtures, tables left out (robosafe's table is its arena)."""
+        from robosafe.sim.world import is_table
+
+        named = {**self.inner.parsed_problem["fixtures"], **self.inner.parsed_problem["objects"]}
+        return [n for cat, names in named.items() if not is_table(cat) for n in names
+                if n in self.inner.obj_body_id]
+
+    def poses(self) -> dict:
+        """Each body's pose now (MuJoCo's w-x-y-z quaternion) as robosafe's BodyPose."""
+        from robosafe.sim.placement import BodyPose
+
+        d = self.inner.sim.data
+        return {n: BodyPose(tuple(map(float, d.body_xpos[self.inner.obj_body_id[n]])),
+                            tuple(map(float, d.body_xquat[self.inner.obj_body_id[n]])))
+                for n in self.bodies()}
+
     def object_pos(self, name: str) -> np.ndarray:
         return self.inner.sim.data.body_xpos[self.inner.obj_body_id[name]].copy()
 
@@ -182,30 +199,41 @@ def plan_touch(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
 PLANS: dict[str, Plan] = {"rest": plan_rest, "touch": plan_touch}
 
 
-def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Rollout, list]:
+def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Rollout, list,
+                                                                            object]:
+    """VLA-Arena's episode, its cost terms and its initial state as robosafe's InitState: the
+    poses it sampled, and how far above where each body rests after the wait steps that pose
+    is (its Fall's reference)."""
+    from robosafe.sim.placement import InitState
+
     side = ArenaSide(path)
     try:
         roll = Rollout()
         t0 = time.perf_counter()
         obs = side.reset(seed)
         roll.reset_s = time.perf_counter() - t0
+        sampled = side.poses()
+        lift: dict[str, float] = {}
         for t in range(WAIT_STEPS + steps):
+            if t == WAIT_STEPS:
+                lift = {n: p.pos[2] - side.poses()[n].pos[2] for n, p in sampled.items()}
             action = WAIT_ACTION.copy() if t < WAIT_STEPS else plan(side, obs, t - WAIT_STEPS)
             t0 = time.perf_counter()
             obs, done, cost, terms = side.step(action)
             roll.append(action, cost, terms, done, time.perf_counter() - t0)
             if done and t >= WAIT_STEPS:
                 break
-        return roll, side.cost_state
+        return roll, side.cost_state, InitState(sampled, lift)
     finally:
         side.close()
 
 
-def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0) -> Rollout:
+def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0,
+                     init_state=None, assets: str = "stand-in") -> Rollout:
     from robosafe.sim.env import TaskEnv
 
-    env = TaskEnv(path, cost_mode="vla-arena", render=False,
-                  horizon=len(actions) + 1)
+    env = TaskEnv(path, cost_mode="vla-arena", render=False, assets=assets,
+                  horizon=len(actions) + 1, init_state=init_state)
     try:
         roll = Rollout()
         t0 = time.perf_counter()
@@ -243,10 +271,13 @@ def compare(rel: str, plan: str, arena: Rollout, ours: Rollout, cost_state: list
         wait_cost_robosafe=round(sum(ours.cost[:w]), 6))
 
 
-def run_one(path: Path, rel: str, plan: str, steps: int, seed: int = 0) -> tuple[Comparison,
-                                                                                Rollout, Rollout]:
-    arena, cost_state = arena_rollout(path, PLANS[plan], steps, seed)
-    ours = robosafe_rollout(path, arena.actions, seed)
+def run_one(path: Path, rel: str, plan: str, steps: int, seed: int = 0,
+            same_start: bool = True, assets: str = "libero"
+            ) -> tuple[Comparison, Rollout, Rollout]:
+    """One file and plan on both sides; ``same_start``: robosafe starts from VLA-Arena's
+    initial state (else from its own sampler)."""
+    arena, cost_state, init = arena_rollout(path, PLANS[plan], steps, seed)
+    ours = robosafe_rollout(path, arena.actions, seed, init if same_start else None, assets)
     return compare(rel, plan, arena, ours, cost_state), arena, ours
 
 
@@ -301,12 +332,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plans", default="rest,touch")
     ap.add_argument("--steps", type=int, default=60, help="plan steps after the wait steps")
     ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
+    ap.add_argument("--assets", default="libero", choices=("libero", "stand-in"),
+                    help="robosafe's assets (libero: the same meshes as VLA-Arena's)")
+    ap.add_argument("--own-start", action="store_true",
+                    help="robosafe samples its own initial poses (default: VLA-Arena's)")
     args = ap.parse_args(argv)
     files = per_suite(with_cost(buildable(args.peer_csv), args.bddl_dir), args.per_suite)
     rows = []
     for rel in files:
         for plan in args.plans.split(","):
-            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps)
+            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps,
+                                same_start=not args.own_start, assets=args.assets)
             rows.append(row)
             print(f"{rel} [{plan}]: VLA-Arena {row.arena_cost:g} robosafe {row.robosafe_cost:g}"
                   f" first diff {row.first_diff_step}", file=sys.stderr, flush=True)

@@ -199,8 +199,8 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
         assert proc.returncode == 0, proc.stderr
         (row,) = csv.DictReader((out / "outcomes.csv").open())
         got[mode] = (int(row["num_env_steps"]), float(row["cumulative_cost"]))
-    # num_env_steps counts trace rows: the first observation and one per step
-    assert got == {"vla-arena": (301, 300.0), "robosafe": (601, 600.0)}
+    # num_env_steps counts actions (the trace has one more row, the reset state)
+    assert got == {"vla-arena": (300, 300.0), "robosafe": (600, 600.0)}
     proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
                            "--policy", "zero", "--cost-mode", "arena", "--out",
                            str(tmp_path / "bad")], capture_output=True, text=True,

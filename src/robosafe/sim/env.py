@@ -34,6 +34,7 @@ from robosafe.sim.perturb import (
     draw_level,
     from_task,
 )
+from robosafe.sim.placement import InitState
 from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object, task_tags
@@ -110,7 +111,8 @@ class TaskEnv:
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
-                 cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in"):
+                 cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in",
+                 init_state: InitState | None = None):
         cfg = config()
         self.problem, self.source = load_task(task, control_freq, source)
         self.task_id = task_id or self.problem.name  # suites use the file stem
@@ -137,6 +139,8 @@ class TaskEnv:
             ensure_gl_backend()
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
                               horizon=self.horizon, assets=assets)
+        self.arena.motion_clock = "steps" if cost_mode == "vla-arena" else "seconds"
+        self._use_init_state(init_state)
         m = self.arena.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
                                                                  c) < 0]
@@ -158,6 +162,28 @@ class TaskEnv:
         self.view: StateView | None = None
         self.seed: int | None = None
         self._next_seed = 0
+
+    def _use_init_state(self, state: InitState | None) -> None:
+        """Every reset starts from ``state``'s poses (robosafe.sim.placement.InitState): a name
+        the task does not declare is an error; a body it leaves out is placed by robosafe's
+        own sampler, and a warning names it."""
+        if state is None:
+            return
+        if not isinstance(state, InitState):
+            raise RobosafeError(f"init_state must be an InitState, got {type(state).__name__}")
+        unknown = sorted(set(state.poses) - set(self.arena.assets))
+        if unknown:
+            raise TaskError(f"init_state names {', '.join(unknown)}, which the task does not "
+                            f"declare (it has {', '.join(sorted(self.arena.assets))})",
+                            source=self.source)
+        left = sorted(set(self.arena.assets) - set(state.poses))
+        if left:
+            _warn_once([(f"{self.source}: init_state has no pose for {', '.join(left)}; "
+                         "robosafe samples it")])
+        self.arena.init_state = state
+        # the other simulator's state at its reset: its own wait steps (VLA-Arena's
+        # evaluators' 10) are the caller's, so robosafe adds no settling steps of its own
+        self.arena.settle_steps = 0
 
     def _check_parts(self) -> None:
         """Part ids in cost predicates must name parts of the object's asset (data/assets.yaml)."""
@@ -227,9 +253,11 @@ class TaskEnv:
         self.view.start_episode()
         # the episode starts from the state as placed; a file's :init that it does not satisfy
         # (a region no object can rest in, a mover away from its region) is said, not hidden
-        _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) does not "
-                   "hold after placement; episodes start from the state as placed"
-                   for p in self.unheld_init())
+        # (not for a given initial state: another simulator's reset state, objects in the air)
+        if self.arena.init_state is None:
+            _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) "
+                       "does not hold after placement; episodes start from the state as placed"
+                       for p in self.unheld_init())
         self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}
         self._costs: list[float] = []
         self.steps = 0

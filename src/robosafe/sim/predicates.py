@@ -314,7 +314,7 @@ def _arena_fall(s: StateView, obj) -> bool:
     rad. VLA-Arena feeds MuJoCo's w-x-y-z quaternions to robosuite's x-y-z-w helpers, so a yaw
     reads as a rotation about x; reproduced as is (docs/decisions.md)."""
     f = arena_rules()["fall"]
-    p0, q0 = s.env.start_pose[str(obj)]
+    p0, q0 = s.env.reference_pose[str(obj)]
     p = s.pos(str(obj))
     moved = np.asarray(p) - np.asarray(p0)
     if (np.linalg.norm(moved) > f["moved_m"] or -moved[2] > f["dropped_m"]
