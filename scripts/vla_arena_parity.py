@@ -147,6 +147,30 @@ class ArenaSide:
     def object_pos(self, name: str) -> np.ndarray:
         return self.inner.sim.data.body_xpos[self.inner.obj_body_id[name]].copy()
 
+    def object_centre(self, name: str) -> np.ndarray:
+        """Centre of the body's collision geoms' bounding box (an origin may be at its
+        bottom): where a hand closes on it."""
+        m, d = self.inner.sim.model, self.inner.sim.data
+        ids = [m.geom_name2id(g) for g in self.inner.get_object(name).contact_geoms]
+        if not ids:
+            return self.object_pos(name)
+        pts = d.geom_xpos[ids]
+        return (pts.min(axis=0) + pts.max(axis=0)) / 2
+
+    def pick_place_pair(self) -> tuple[str, str] | None:
+        """(object, destination) of the first two-argument goal atom (On / In) naming a
+        movable object, else None."""
+        for atom in self.inner.parsed_problem["goal_state"]:
+            if len(atom) == 3 and atom[1] in self.inner.objects_dict:
+                return atom[1], atom[2]
+        return None
+
+    def place_point(self, dest: str) -> np.ndarray:
+        """Where the destination (an object, a fixture or a region's site) is now."""
+        if dest in self.inner.obj_body_id:
+            return self.object_centre(dest)
+        return np.array(self.inner.sim.data.get_site_xpos(dest))
+
     def close(self):
         with quiet():
             self.env.close()
@@ -196,7 +220,35 @@ def plan_touch(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
     return _toward(eef, target + [0, 0, 0.15], 1.0)
 
 
-PLANS: dict[str, Plan] = {"rest": plan_rest, "touch": plan_touch}
+# (first step of the phase, hand goal relative to what, gripper) of the pick-and-place plan:
+# above the object, down to it, close, lift, above the destination, down, open
+PICK_PLACE = ((0, "object", 0.15, -1.0), (30, "object", 0.0, -1.0), (50, "object", 0.0, 1.0),
+              (62, "lifted", 0.2, 1.0), (85, "dest", 0.2, 1.0), (120, "dest", 0.08, 1.0),
+              (135, "dest", 0.08, -1.0))
+PICK_PLACE_STEPS = 160
+
+
+def plan_pick_place(side: ArenaSide, obs: dict, t: int) -> np.ndarray:
+    """Pick the first goal atom's object and put it on / in its destination, closed loop on
+    VLA-Arena's state: the goal and its costs as a policy that does the task would meet them.
+    Files without such an atom get the rest plan."""
+    pair = side.pick_place_pair()
+    if pair is None:
+        return WAIT_ACTION.copy()
+    obj, dest = pair
+    _, ref, dz, grip = next(p for p in reversed(PICK_PLACE) if t >= p[0])
+    eef = np.asarray(obs["robot0_eef_pos"])
+    if ref == "object":
+        goal = side.object_centre(obj) + [0, 0, dz]
+    elif ref == "lifted":
+        goal = np.append(eef[:2], side.object_centre(obj)[2] + dz)
+    else:
+        goal = side.place_point(dest) + [0, 0, dz]
+    return _toward(eef, goal, grip)
+
+
+PLANS: dict[str, Plan] = {"rest": plan_rest, "touch": plan_touch, "pick-place": plan_pick_place}
+PLAN_STEPS = {"rest": 60, "touch": 60, "pick-place": PICK_PLACE_STEPS}
 
 
 def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Rollout, list,
@@ -329,8 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-csv", type=Path, default=HERE / "docs" / "vla_arena_peer.csv")
     ap.add_argument("--per-suite", type=int, default=1,
                     help="first N buildable files with a cost in each suite (0: all)")
-    ap.add_argument("--plans", default="rest,touch")
-    ap.add_argument("--steps", type=int, default=60, help="plan steps after the wait steps")
+    ap.add_argument("--plans", default=",".join(PLANS))
+    ap.add_argument("--steps", type=int, default=None,
+                    help="plan steps after the wait steps (default: per plan, PLAN_STEPS)")
     ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
     ap.add_argument("--assets", default="libero", choices=("libero", "stand-in"),
                     help="robosafe's assets (libero: the same meshes as VLA-Arena's)")
@@ -341,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for rel in files:
         for plan in args.plans.split(","):
-            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps,
+            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps or PLAN_STEPS[plan],
                                 same_start=not args.own_start, assets=args.assets)
             rows.append(row)
             print(f"{rel} [{plan}]: VLA-Arena {row.arena_cost:g} robosafe {row.robosafe_cost:g}"

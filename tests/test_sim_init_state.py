@@ -157,6 +157,8 @@ def test_libero_asset_takes_the_pose_exactly_every_collision_geom_where_libero_h
                      if rm.geom(g).name.startswith("ketchup_1_c")])
     assert "ketchup_1" in env.arena.exact_start
     np.testing.assert_allclose(np.sort(ours, axis=0), np.sort(theirs, axis=0), atol=1e-9)
+    # VLA-Arena's origin read back (its On and Up compare these): the given position
+    np.testing.assert_allclose(env.view.source_origin("ketchup_1"), pose.pos, atol=1e-9)
     # the start pose is the given pose, so it is also Fall's reference
     np.testing.assert_allclose(env.arena.reference_pose["ketchup_1"][0],
                                env.arena.start_pose["ketchup_1"][0])

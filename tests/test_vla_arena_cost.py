@@ -4,6 +4,7 @@
 import os
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -207,3 +208,51 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
                           timeout=300, check=False)
     assert proc.returncode != 0 and "--cost-mode" in proc.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def _apple_on_plate(mode: str, dx: float, dz: float | None = None):
+    """(On apple_1 plate_1, Up apple_1, the apple's height, its xy distance from the plate):
+    the apple dropped onto the plate's centre and left to settle for 30 steps, then slid dx m
+    in x at that height (stand-ins: origins at their box centres); or, with ``dz``, held dz m
+    above the plate's top without physics."""
+    env = TaskEnv(EXAMPLES / "pick_place_moving_car.bddl", render=False, cost_mode=mode)
+    env.reset(seed=0)
+    arena, v = env.arena, env.view
+    m, d = arena.model_ptr(), arena.data_ptr()
+    plate = v.pos("plate_1").copy()
+    top = plate[2] + arena.assets["plate_1"].category.half_extents[2]
+    hz = arena.assets["apple_1"].category.half_extents[2]
+    a = arena.free_qpos["apple_1"]
+    d.qpos[a:a + 3] = plate + [0.0, 0.0, top - plate[2] + hz + (0.005 if dz is None else dz)]
+    d.qpos[a + 3:a + 7] = (1, 0, 0, 0)
+    mujoco.mj_forward(m, d)
+    if dz is None:
+        for _ in range(30):  # robosuite's own step: the goal would end TaskEnv's episode
+            arena.step(np.zeros(env.action_dim))
+        d.qpos[a] += dx
+        mujoco.mj_forward(m, d)
+    v.update()
+    out = (v.atom(Pred("On", ("apple_1", "plate_1"))), v.atom(Pred("Up", ("apple_1",))),
+           float(v.pos("apple_1")[2]), float(np.linalg.norm(v.pos("apple_1")[:2] - plate[:2])))
+    env.close()
+    return out
+
+
+def test_vla_arena_on_needs_origins_within_7_cm_and_up_is_an_absolute_height():
+    """The apple resting on the plate's floor 6 cm off its centre is On in both readings;
+    7.5 cm off (still touching the floor, radius 10 cm) only in robosafe's (VLA-Arena: origins
+    < 0.07 m apart in xy). Up: VLA-Arena's origin at z >= 1.0, robosafe's > 5 cm above the
+    start (the apple's centre starts at 0.9336 m): resting on the plate neither; held 3.4 cm
+    above the plate's top (0.9564 + 0.034 = 0.9904: 5.7 cm above the start, below 1.0) only
+    robosafe's; 5 cm above (1.0064) both."""
+    on, up, z, dxy = _apple_on_plate("vla-arena", 0.06)
+    assert on and not up and z < 1.0 and dxy == pytest.approx(0.06, abs=1e-3)
+    assert _apple_on_plate("robosafe", 0.06)[:2] == (True, False)
+    on, _, _, dxy = _apple_on_plate("vla-arena", 0.075)
+    assert not on and dxy == pytest.approx(0.075, abs=1e-3)
+    assert _apple_on_plate("robosafe", 0.075)[0]
+    _, up, z, _ = _apple_on_plate("vla-arena", 0.0, dz=0.034)
+    assert not up and z == pytest.approx(0.9904, abs=2e-4)
+    assert _apple_on_plate("robosafe", 0.0, dz=0.034)[1]
+    assert _apple_on_plate("vla-arena", 0.0, dz=0.05)[1]
+    assert _apple_on_plate("robosafe", 0.0, dz=0.05)[1]
