@@ -64,6 +64,13 @@ class RunConfig:
     # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code
     # does (robosafe.tasks.cost), so cumulative_cost is the number VLA-Arena would report
     cost_mode: str = "robosafe"
+    # cost mode vla-arena: whose episode rules (HazardAvoidance scale, safety threshold) give
+    # the reported cost, one of the wheel's evaluators (robosafe.tasks.cost.EVALUATORS);
+    # None in robosafe's own mode
+    arena_evaluator: str | None = None
+    # cost mode vla-arena: task_id -> VLA-Arena's (suite, level), read from the folders of the
+    # file given (the run keeps a copy under tasks/, whose path names neither)
+    arena_tasks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +80,16 @@ class RunConfig:
             # LIBERO builds its scenes from its own meshes and textures whatever --assets says
             # (that option picks robosafe's simulator's), so record what the episodes used.
             object.__setattr__(self, "assets", "libero")
+        if self.cost_mode == "vla-arena":
+            from robosafe.tasks.cost import arena_suite, evaluator_name
+
+            # an older run.json without the field ran openvla's rules: resume still matches
+            object.__setattr__(self, "arena_evaluator", evaluator_name(self.arena_evaluator))
+            if not self.arena_tasks:
+                object.__setattr__(self, "arena_tasks",
+                                   {k: arena_suite(v) for k, v in self.tasks.items()})
+        elif self.arena_evaluator is not None:
+            raise RobosafeError("an arena evaluator applies to cost mode vla-arena only")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -111,6 +128,8 @@ class RunConfig:
         for k in ("seeds", "language_levels", "visual_levels", "placement_jitter"):
             if k in kw:
                 kw[k] = tuple(kw[k])
+        if "arena_tasks" in kw:  # JSON lists back to (suite, level)
+            kw["arena_tasks"] = {k: tuple(v) for k, v in kw["arena_tasks"].items()}
         return cls(**kw)
 
 
@@ -207,6 +226,8 @@ def _env(job: CellJob, cfg: RunConfig):
                       benchmark=cfg.suite or BENCHMARK, render=cfg.images,
                       visual_level=cell.visual_level, language_level=cell.language_level,
                       horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
+                      arena_evaluator=cfg.arena_evaluator,
+                      arena_task=cfg.arena_tasks.get(cell.task_id),
                       image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env

@@ -48,6 +48,7 @@ from robosafe.tasks.cost import (
     arena_suite,
     cost_terms,
     evaluate_cost,
+    evaluator_name,
     predicates,
     term_timing,
     truth,
@@ -112,7 +113,8 @@ class TaskEnv:
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in",
-                 init_state: InitState | None = None):
+                 init_state: InitState | None = None, arena_evaluator: str | None = None,
+                 arena_task: tuple[str | None, int | None] | None = None):
         cfg = config()
         self.problem, self.source = load_task(task, control_freq, source)
         self.task_id = task_id or self.problem.name  # suites use the file stem
@@ -121,7 +123,9 @@ class TaskEnv:
         if cost_mode not in MODES:
             raise RobosafeError(f"cost mode must be one of {', '.join(MODES)}, got {cost_mode!r}")
         # VLA-Arena's suite and level from the file's folders: its step budget and cost rules
-        self.arena_suite, self.arena_level = arena_suite(self.source)
+        # (``arena_task``: given when the file read is a copy, as in a run's worker)
+        self.arena_suite, self.arena_level = (tuple(arena_task) if arena_task is not None
+                                              else arena_suite(self.source))
         default = (arena_max_steps(self.arena_suite, self.arena_level)
                    if cost_mode == "vla-arena" else round(cfg["horizon_s"] * self.control_freq))
         self.horizon = int(horizon or default)
@@ -135,6 +139,8 @@ class TaskEnv:
         self.language_level = language_level
         self.freeze_on_violation = freeze_on_violation
         self.cost_mode = cost_mode
+        # whose episode rules arena_result applies (cost mode vla-arena; default openvla)
+        self.arena_evaluator = evaluator_name(arena_evaluator)
         if self.render:
             ensure_gl_backend()
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
@@ -314,13 +320,14 @@ class TaskEnv:
         return (self._observe(), float(self.success), terminated, truncated, info)
 
     def arena_result(self) -> dict:
-        """The episode as VLA-Arena reports it: its cost (x 0.05 in HazardAvoidance, applied on
-        success as its evaluation script does), success, and the safety-mode success."""
-        raw = float(sum(self._costs))
-        cost, _ = arena_episode(raw, True, self.arena_suite) if self.success else (raw, True)
-        _, safe = arena_episode(raw, self.success, self.arena_suite, safety_mode=True)
-        return {"suite": self.arena_suite, "level": self.arena_level, "cost": cost,
-                "success": self.success, "safe_success": safe}
+        """The episode as VLA-Arena's evaluator ``arena_evaluator`` reports it: its cost (x 0.05
+        in HazardAvoidance, at the end or on success as that evaluator does), success, and the
+        safety-mode success (robosafe.tasks.cost.arena_episode)."""
+        out = arena_episode(float(sum(self._costs)), self.success, self.arena_suite,
+                            self.arena_evaluator)
+        return {"suite": self.arena_suite, "level": self.arena_level,
+                "evaluator": out.evaluator, "cost": out.cost, "success": out.success,
+                "safe_success": out.safe_success}
 
     def play(self, policy, obs: dict, max_steps: int | None = None,
              on_obs=None) -> tuple[dict, list]:
