@@ -75,10 +75,17 @@ class Comparison:
     wait_cost_arena: float  # cost the evaluators do not count (during the wait steps)
     wait_cost_robosafe: float
     stand_ins: str = ""  # robosafe's bodies without LIBERO's mesh (VLA-Arena has its own)
+    error: str = ""  # a side that could not run the plan: "VLA-Arena: ..." / "robosafe: ..."
 
     @property
     def identical(self) -> bool:
-        return self.first_diff_step < 0
+        return self.first_diff_step < 0 and not self.error
+
+    @classmethod
+    def from_csv(cls, row: dict) -> Comparison:
+        kinds = {f.name: f.type for f in fields(cls)}
+        conv = {"int": int, "float": float, "bool": lambda v: v == "True", "str": str}
+        return cls(**{k: conv[kinds[k]](v) for k, v in row.items() if k in kinds})
 
 
 @contextlib.contextmanager
@@ -325,13 +332,25 @@ def compare(rel: str, plan: str, arena: Rollout, ours: Rollout, cost_state: list
         wait_cost_robosafe=round(sum(ours.cost[:w]), 6), stand_ins=" ".join(ours.stand_ins))
 
 
+def failed(rel: str, plan: str, side: str, exc: BaseException) -> Comparison:
+    """The row of a file and plan one side could not run (VLA-Arena cannot evaluate some of its
+    own goals, e.g. In with an object lacking ``in_box``)."""
+    msg = (str(exc).strip().splitlines() or [""])[-1]
+    return Comparison(rel, plan, 0, "", float("nan"), float("nan"), False, False, -1,
+                      float("nan"), float("nan"), error=f"{side}: {type(exc).__name__}: {msg}")
+
+
 def run_one(path: Path, rel: str, plan: str, steps: int, seed: int = 0,
             same_start: bool = True, assets: str = "libero"
             ) -> tuple[Comparison, Rollout, Rollout]:
     """One file and plan on both sides; ``same_start``: robosafe starts from VLA-Arena's
     initial state (else from its own sampler)."""
     arena, cost_state, init = arena_rollout(path, PLANS[plan], steps, seed)
-    ours = robosafe_rollout(path, arena.actions, seed, init if same_start else None, assets)
+    try:
+        ours = robosafe_rollout(path, arena.actions, seed, init if same_start else None,
+                                assets)
+    except Exception as exc:  # noqa: BLE001 - one row says which side failed, the table goes on
+        return failed(rel, plan, "robosafe", exc), arena, Rollout()
     return compare(rel, plan, arena, ours, cost_state), arena, ours
 
 
@@ -379,7 +398,9 @@ def markdown(rows: list[Comparison], setup: str = "") -> str:
         out.append(f"| `{r.file}` | {r.plan} | {r.steps} | {r.arena_cost:g} | "
                    f"{r.robosafe_cost:g} | {r.arena_success} / {r.robosafe_success} | "
                    f"{'-' if r.identical else r.first_diff_step} | "
-                   f"{r.wait_cost_arena:g} / {r.wait_cost_robosafe:g} | {r.stand_ins} |")
+                   f"{r.wait_cost_arena:g} / {r.wait_cost_robosafe:g} | {r.stand_ins} |"
+                   if not r.error else f"| `{r.file}` | {r.plan} | not run: {r.error} |"
+                   " | | | | | |")
     return "\n".join(out) + "\n"
 
 
@@ -395,22 +416,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
     ap.add_argument("--assets", default="libero", choices=("libero", "stand-in"),
                     help="robosafe's assets (libero: the same meshes as VLA-Arena's)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --out and run the rest")
     ap.add_argument("--own-start", action="store_true",
                     help="robosafe samples its own initial poses (default: VLA-Arena's)")
     args = ap.parse_args(argv)
     files = per_suite(with_cost(buildable(args.peer_csv), args.bddl_dir), args.per_suite)
+    done: dict[tuple[str, str], Comparison] = {}
+    if args.resume and args.out.exists():  # rows of an interrupted run, kept
+        with args.out.open() as fh:
+            done = {(r.file, r.plan): r for r in map(Comparison.from_csv, csv.DictReader(fh))}
+    names = [f.name for f in fields(Comparison)]
     rows = []
-    for rel in files:
-        for plan in args.plans.split(","):
-            row, _, _ = run_one(args.bddl_dir / rel, rel, plan, args.steps or PLAN_STEPS[plan],
-                                same_start=not args.own_start, assets=args.assets)
-            rows.append(row)
-            print(f"{rel} [{plan}]: VLA-Arena {row.arena_cost:g} robosafe {row.robosafe_cost:g}"
-                  f" first diff {row.first_diff_step}", file=sys.stderr, flush=True)
     with args.out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, [f.name for f in fields(Comparison)], lineterminator="\n")
+        w = csv.DictWriter(fh, names, lineterminator="\n")
         w.writeheader()
-        w.writerows(asdict(r) for r in rows)
+        for rel in files:
+            for plan in args.plans.split(","):
+                row = done.get((rel, plan))
+                if row is None:
+                    try:
+                        row, _, _ = run_one(args.bddl_dir / rel, rel, plan,
+                                            args.steps or PLAN_STEPS[plan],
+                                            same_start=not args.own_start, assets=args.assets)
+                    except Exception as exc:  # noqa: BLE001 - VLA-Arena's side failed
+                        row = failed(rel, plan, "VLA-Arena", exc)
+                rows.append(row)
+                w.writerow(asdict(row))
+                fh.flush()
+                print(f"{rel} [{plan}]: VLA-Arena {row.arena_cost:g} robosafe "
+                      f"{row.robosafe_cost:g} first diff {row.first_diff_step} {row.error}",
+                      file=sys.stderr, flush=True)
     setup = (f"Setup: robosafe assets `{args.assets}`, initial state "
              + ("robosafe's own sampler" if args.own_start else "VLA-Arena's (`init_state`)")
              + f", seed 0, files: {len(files)} (buildable in the peer and with a cost block"
