@@ -308,10 +308,13 @@ class TaskEnv:
             self._freeze(terms)
         terminated = self.success
         truncated = self.steps >= self.horizon and not terminated
-        cost = sum(terms)
         if terminated or truncated:
-            cost += self.cost_breakdown().terminal
+            # the terminal terms' cost is booked on the final step, each in its own slot
+            booked = self.cost_breakdown().per_term
+            terms = [booked[i] if timing == "terminal" else v
+                     for i, (v, timing) in enumerate(zip(terms, self._timing, strict=True))]
             self._ended = True
+        cost = sum(terms)
         self._costs.append(cost)
         self.recorder.set_cost(cost)
         info = self._info(cost, terms)
