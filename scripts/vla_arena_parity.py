@@ -2,22 +2,27 @@
 
 Run with the peer environment's Python (``bash scripts/vla-arena-env.sh .venv-arena``); both
 simulators run in that one process, on the same robosuite (1.5.1) and MuJoCo (3.9.0), so a
-difference is a difference of task accounting, not of controller or physics version:
+difference is a difference of task accounting or of object shape, not of controller or physics:
 
     MUJOCO_GL=egl .venv-arena/bin/python scripts/vla_arena_parity.py \
-        [--files N] [--plans rest,touch] [--steps 60] [--out docs/vla_arena_parity.csv]
+        [--per-suite N] [--plans rest,touch,pick-place] [--steps N] [--assets libero]
+        [--own-start] [--resume] [--out docs/vla_arena_parity.csv]
 
 Per file and plan, VLA-Arena's env is reset (its own placement, ``np.random.seed(seed)``),
 stepped through the evaluators' 10 wait steps and then the plan, closed loop on its state
 (robot and object poses). Its per-step ``info["cost"]``, each cost term (its ``_eval_predicate``
 on the same state, weighted as its ``_check_cost`` weights it) and success are recorded with the
-actions. The actions are replayed open loop in ``TaskEnv(path, cost_mode="vla-arena")`` and the
-two compared step by step. The evaluators do not count the cost of the wait steps; both sides'
-wait-step costs are recorded all the same, flagged ``wait``.
+actions, and its initial state as robosafe's ``InitState`` (the poses its samplers drew right
+after reset; how far each is above where the body rests after the wait steps). The actions are
+replayed open loop in ``TaskEnv(path, cost_mode="vla-arena", init_state=...)`` (``--own-start``:
+robosafe's own placement) with ``--assets libero`` (LIBERO's meshes where its wheels have them,
+the same files VLA-Arena loads) and the two compared step by step, wait steps included (the
+evaluators do not count their cost; it is listed apart).
 
-Plans (``PLANS``): ``rest`` (arm still, gripper open), ``touch`` (the hand goes down onto the
-first object a cost term names and pushes it). Writes one CSV row per file and plan and a
-markdown table beside it (``.md``).
+Plans (``PLANS``, steps ``PLAN_STEPS``): ``rest`` (arm still, gripper open), ``touch`` (the hand
+goes down onto the first object a cost term names, closes on it and lifts), ``pick-place`` (the
+first goal atom's object picked and put on / in its destination). Writes one CSV row per file
+and plan (as it goes; ``--resume`` keeps them) and a markdown table beside it (``.md``).
 """
 
 from __future__ import annotations
