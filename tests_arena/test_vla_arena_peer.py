@@ -127,8 +127,52 @@ def test_touch_plan_charges_gripper_contact_in_vla_arena():
     assert not arena.success[-1]
 
 
-@pytest.mark.xfail(strict=True, reason="robosafe samples its own initial poses; the open-loop "
-                   "replay touches the mug later (VLA-Arena 32, robosafe 9): needs init_state")
 def test_touch_plan_replayed_in_robosafe_matches_step_by_step():
+    """From VLA-Arena's initial state, with LIBERO's meshes for the mug and bowl (the lemon is
+    a stand-in at VLA-Arena's spot), the pads reach the mug on the same step: 32 on both."""
     row, arena, ours = _touch()
+    assert row.robosafe_cost == row.arena_cost == 32.0
     assert ours.cost == arena.cost, parity.markdown([row])
+    assert ours.terms == arena.terms
+    assert ours.success == arena.success
+
+
+def test_touch_from_robosafes_own_start_differs():
+    """The same actions from robosafe's own placement touch the mug later (the difference the
+    initial state removes): the replay is sensitive to it, so the equality above is not
+    vacuous."""
+    row, arena, ours = parity.run_one(BDDL / OK_FILE, OK_FILE, "touch", 60, same_start=False)
+    assert row.arena_cost == 32.0 and row.robosafe_cost < 32.0
+    assert ours.cost != arena.cost
+
+
+MUG_FILE = ("safety_object_state_preservation/level_1/pick_up_the_blue_mug_on_the_table_center_"
+            "and_place_it_on_the_wooden_shelf.bddl")
+
+
+@pytest.mark.parametrize(("rel", "plan"), [(HAZARD_FILE, "touch"), (OK_FILE, "rest"),
+                                           (MUG_FILE, "pick-place")])
+def test_identical_step_by_step_from_vla_arenas_initial_state(rel, plan):
+    """Per-step cost, each term's cost and success, wait steps included (rest of the hazard
+    file and touch of the obstacle file: the tests above)."""
+    row, arena, ours = parity.run_one(BDDL / rel, rel, plan, parity.PLAN_STEPS[plan])
+    assert row.identical, parity.markdown([row])
+    assert ours.cost == arena.cost and ours.terms == arena.terms
+    assert ours.success == arena.success
+
+
+def test_pick_place_with_a_stand_in_lemon_succeeds_a_step_early():
+    """The pick-and-place plan puts the lemon (robosafe: a stand-in, VLA-Arena: its own mesh)
+    into the LIBERO bowl: every step's cost agrees (0) until robosafe's On holds one step
+    before VLA-Arena's; both book the mug's Fall (10) on their success step: VLA-Arena samples
+    the mug 7 cm above the table and compares against that pose, so the mug at rest has
+    "fallen" (docs/vla_arena_parity.md)."""
+    row, arena, ours = parity.run_one(BDDL / OK_FILE, OK_FILE, "pick-place",
+                                      parity.PICK_PLACE_STEPS)
+    n = len(arena.cost)
+    assert arena.success[-1] and not any(arena.success[:-1])
+    assert len(ours.cost) == n - 1 and ours.success[-1] and not any(ours.success[:-1])
+    assert row.first_diff_step == n - 2
+    assert ours.cost[:-1] == arena.cost[:n - 2] == [0.0] * (n - 2)
+    assert arena.cost[-1] == ours.cost[-1] == 10.0
+    assert arena.terms[-1] == ours.terms[-1] == [10.0, 0.0, 0.0]

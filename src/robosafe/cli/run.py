@@ -141,6 +141,10 @@ LEVEL = typer.Option(None, "--level", "-l", min=0, max=2,
                      help="Only this level (L0-L2) of the suite.")
 TASK_ID = typer.Option(None, "--task-id", help="Only these suite tasks.")
 TASK = typer.Option(None, "--task", help="A CBDDL task file (repeatable).")
+TASK_DIR = typer.Option(None, "--task-dir",
+                        help="Every *.bddl file below this folder (sorted); task ids are "
+                             "their paths below it with '.' for '/' (a VLA-Arena checkout's "
+                             "bddl_files: suite.level_N.name).")
 EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
 SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
                                            "(default 0..N-1).")
@@ -179,6 +183,27 @@ def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
     return name
 
 
+ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
+                               help="With --cost-mode vla-arena: whose episode rules give the "
+                                    "reported cost: openvla (default), openvla_oft, openpi, "
+                                    "univla (HazardAvoidance x 0.05 on every episode, "
+                                    "--safety threshold 10) or smolvla (x 0.05 on success "
+                                    "only, no threshold).")
+
+
+def arena_evaluator_for(evaluator: str | None, cost_mode: str) -> str | None:
+    """--arena-evaluator checked before any episode runs."""
+    from robosafe.tasks.cost import EVALUATORS
+
+    if evaluator is None:
+        return None
+    if cost_mode != "vla-arena":
+        fail("--arena-evaluator applies with --cost-mode vla-arena")
+    if evaluator not in EVALUATORS:
+        fail(f"--arena-evaluator: {evaluator!r} is not one of {', '.join(EVALUATORS)}")
+    return evaluator
+
+
 def cost_mode_for(mode: str, host: str) -> str:
     """--cost-mode checked before any episode runs."""
     from robosafe.tasks.cost import MODES
@@ -203,9 +228,22 @@ def asset_source(assets: str, host: str) -> str:
     return assets
 
 
+def tasks_below(folder: Path) -> dict[str, str]:
+    """task_id -> file for every ``*.bddl`` below ``folder``, sorted by path. The id is the
+    path below the folder without the suffix, '.' for '/': VLA-Arena's levels reuse file
+    names, so a stem alone would not tell them apart."""
+    if not folder.is_dir():
+        fail(f"--task-dir: {folder} is not a folder")
+    files = sorted(p for p in folder.rglob("*.bddl") if p.is_file())
+    if not files:
+        fail(f"--task-dir: no *.bddl file below {folder}")
+    return {".".join(p.relative_to(folder).with_suffix("").parts): str(p) for p in files}
+
+
 def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
-                 task: list[Path] | None) -> dict[str, str]:
-    """task_id -> task file from --suite/--level/--task-id and --task (run and collect)."""
+                 task: list[Path] | None, task_dir: Path | None = None) -> dict[str, str]:
+    """task_id -> task file from --suite/--level/--task-id, --task and --task-dir (run and
+    collect)."""
     from robosafe.tasks.suites import suite_tasks
 
     tasks: dict[str, str] = {}
@@ -218,12 +256,14 @@ def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None
         tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
     elif level is not None or task_id:
         fail("--level and --task-id select tasks of a --suite")
-    for t in task or []:
-        if t.stem in tasks:
-            fail(f"two tasks named {t.stem}: {tasks[t.stem]} and {t}")
-        tasks[t.stem] = str(t)
+    named = [(t.stem, str(t)) for t in task or []]
+    named += list(tasks_below(task_dir).items()) if task_dir is not None else []
+    for name, path in named:
+        if name in tasks:
+            fail(f"two tasks named {name}: {tasks[name]} and {path}")
+        tasks[name] = path
     if not tasks:
-        fail("nothing to run: give --suite NAME or --task FILE")
+        fail("nothing to run: give --suite NAME, --task FILE or --task-dir DIR")
     return tasks
 
 
@@ -241,11 +281,13 @@ def run(
     level: int = LEVEL,
     task_id: list[str] = TASK_ID,
     task: list[Path] = TASK,
+    task_dir: Path = TASK_DIR,
     episodes: int = EPISODES,
     seeds: str = SEEDS,
     assets: str = ASSETS,
     cost_mode: str = COST_MODE,
     controller: str = CONTROLLER,
+    arena_evaluator: str = ARENA_EVALUATOR,
     language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
@@ -288,11 +330,13 @@ def run(
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
     if host == "libero":
+        if task_dir is not None:
+            fail("--task-dir selects robosafe's CBDDL tasks; with --host libero choose --suite")
         tasks = _libero_tasks(suite, task_id, level, task, language_level, visual_level)
     elif host != "robosafe":
         fail(f"--host: unknown host {host!r} (robosafe or libero)")
     else:
-        tasks = select_tasks(suite, level, task_id, task)
+        tasks = select_tasks(suite, level, task_id, task, task_dir)
     cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
                     seeds=seed_option(seeds),
                     language_levels=_levels(language_level, "--language-level", 4),
@@ -304,7 +348,8 @@ def run(
                     shield_horizon=shield_horizon, shield_margin=shield_margin,
                     shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
                                             if c.strip()),
-                    controller=controller_for(controller, host, out if resume else None))
+                    controller=controller_for(controller, host, out if resume else None),
+                    arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
     quiet = as_json or not sys.stderr.isatty()
     if ray_address and backend != "ray":
         fail("--ray-address needs --backend ray")

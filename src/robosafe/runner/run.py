@@ -77,6 +77,13 @@ class RunConfig:
     # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
     # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
     controller: str = "compiled"  # one of CONTROLLERS
+    # cost mode vla-arena: whose episode rules (HazardAvoidance scale, safety threshold) give
+    # the reported cost, one of the wheel's evaluators (robosafe.tasks.cost.EVALUATORS);
+    # None in robosafe's own mode
+    arena_evaluator: str | None = None
+    # cost mode vla-arena: task_id -> VLA-Arena's (suite, level), read from the folders of the
+    # file given (the run keeps a copy under tasks/, whose path names neither)
+    arena_tasks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +96,16 @@ class RunConfig:
         if self.host == "libero" and self.controller != "robosuite":
             # LIBERO's envs run their own robosuite controller; the compiled one is robosafe's
             object.__setattr__(self, "controller", "robosuite")
+        if self.cost_mode == "vla-arena":
+            from robosafe.tasks.cost import arena_suite, evaluator_name
+
+            # an older run.json without the field ran openvla's rules: resume still matches
+            object.__setattr__(self, "arena_evaluator", evaluator_name(self.arena_evaluator))
+            if not self.arena_tasks:
+                object.__setattr__(self, "arena_tasks",
+                                   {k: arena_suite(v) for k, v in self.tasks.items()})
+        elif self.arena_evaluator is not None:
+            raise RobosafeError("an arena evaluator applies to cost mode vla-arena only")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -130,6 +147,8 @@ class RunConfig:
                   "shield_candidates"):
             if k in kw:
                 kw[k] = tuple(kw[k])
+        if "arena_tasks" in kw:  # JSON lists back to (suite, level)
+            kw["arena_tasks"] = {k: tuple(v) for k, v in kw["arena_tasks"].items()}
         return cls(**kw)
 
 
@@ -228,6 +247,8 @@ def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
                       visual_level=cell.visual_level, language_level=cell.language_level,
                       horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
                       controller=cfg.controller,
+                      arena_evaluator=cfg.arena_evaluator,
+                      arena_task=cfg.arena_tasks.get(cell.task_id),
                       image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
     _ENVS[key] = env
     return env

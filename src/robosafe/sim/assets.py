@@ -643,6 +643,12 @@ class Asset(MujocoXMLObject):
         else:
             raise RegistryError(f"asset source must be 'stand-in' or 'libero', got {source!r}")
         self.source = source
+        # LIBERO's assets: robosafe's root frame in the file's own root frame (pose mapping)
+        self.source_frame = None
+        if source == "libero":
+            from robosafe.sim.libero_assets import source_frame
+
+            self.source_frame = source_frame(cat.name)
         fd, path = tempfile.mkstemp(prefix="robosafe_asset_", suffix=".xml")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -477,7 +477,7 @@ class CompiledController:
             if i == 0:
                 self.set_goal(action)
             self.run()
-            move()
+            move(i == 0)  # robosuite's policy_step: the first substep of the control step
             step2(m, d)
             clock.tick()
         clock.flush()

@@ -35,6 +35,7 @@ from robosafe.sim.perturb import (
     draw_level,
     from_task,
 )
+from robosafe.sim.placement import InitState
 from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object, task_tags
@@ -48,6 +49,7 @@ from robosafe.tasks.cost import (
     arena_suite,
     cost_terms,
     evaluate_cost,
+    evaluator_name,
     predicates,
     term_timing,
     truth,
@@ -112,7 +114,9 @@ class TaskEnv:
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in",
-                 controller: str = CONTROLLER):
+                 controller: str = CONTROLLER,
+                 init_state: InitState | None = None, arena_evaluator: str | None = None,
+                 arena_task: tuple[str | None, int | None] | None = None):
         cfg = config()
         self.problem, self.source = load_task(task, control_freq, source)
         self.task_id = task_id or self.problem.name  # suites use the file stem
@@ -121,7 +125,9 @@ class TaskEnv:
         if cost_mode not in MODES:
             raise RobosafeError(f"cost mode must be one of {', '.join(MODES)}, got {cost_mode!r}")
         # VLA-Arena's suite and level from the file's folders: its step budget and cost rules
-        self.arena_suite, self.arena_level = arena_suite(self.source)
+        # (``arena_task``: given when the file read is a copy, as in a run's worker)
+        self.arena_suite, self.arena_level = (tuple(arena_task) if arena_task is not None
+                                              else arena_suite(self.source))
         default = (arena_max_steps(self.arena_suite, self.arena_level)
                    if cost_mode == "vla-arena" else round(cfg["horizon_s"] * self.control_freq))
         self.horizon = int(horizon or default)
@@ -135,10 +141,14 @@ class TaskEnv:
         self.language_level = language_level
         self.freeze_on_violation = freeze_on_violation
         self.cost_mode = cost_mode
+        # whose episode rules arena_result applies (cost mode vla-arena; default openvla)
+        self.arena_evaluator = evaluator_name(arena_evaluator)
         if self.render:
             ensure_gl_backend()
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
                               horizon=self.horizon, assets=assets, controller=controller)
+        self.arena.motion_clock = "steps" if cost_mode == "vla-arena" else "seconds"
+        self._use_init_state(init_state)
         m = self.arena.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
                                                                  c) < 0]
@@ -160,6 +170,28 @@ class TaskEnv:
         self.view: StateView | None = None
         self.seed: int | None = None
         self._next_seed = 0
+
+    def _use_init_state(self, state: InitState | None) -> None:
+        """Every reset starts from ``state``'s poses (robosafe.sim.placement.InitState): a name
+        the task does not declare is an error; a body it leaves out is placed by robosafe's
+        own sampler, and a warning names it."""
+        if state is None:
+            return
+        if not isinstance(state, InitState):
+            raise RobosafeError(f"init_state must be an InitState, got {type(state).__name__}")
+        unknown = sorted(set(state.poses) - set(self.arena.assets))
+        if unknown:
+            raise TaskError(f"init_state names {', '.join(unknown)}, which the task does not "
+                            f"declare (it has {', '.join(sorted(self.arena.assets))})",
+                            source=self.source)
+        left = sorted(set(self.arena.assets) - set(state.poses))
+        if left:
+            _warn_once([(f"{self.source}: init_state has no pose for {', '.join(left)}; "
+                         "robosafe samples it")])
+        self.arena.init_state = state
+        # the other simulator's state at its reset: its own wait steps (VLA-Arena's
+        # evaluators' 10) are the caller's, so robosafe adds no settling steps of its own
+        self.arena.settle_steps = 0
 
     def _check_parts(self) -> None:
         """Part ids in cost predicates must name parts of the object's asset (data/assets.yaml)."""
@@ -229,9 +261,11 @@ class TaskEnv:
         self.view.start_episode()
         # the episode starts from the state as placed; a file's :init that it does not satisfy
         # (a region no object can rest in, a mover away from its region) is said, not hidden
-        _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) does not "
-                   "hold after placement; episodes start from the state as placed"
-                   for p in self.unheld_init())
+        # (not for a given initial state: another simulator's reset state, objects in the air)
+        if self.arena.init_state is None:
+            _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) "
+                       "does not hold after placement; episodes start from the state as placed"
+                       for p in self.unheld_init())
         self._history: dict[Pred, list[bool]] = {p: [] for p in self._cost_preds}
         self._costs: list[float] = []
         self.steps = 0
@@ -276,10 +310,13 @@ class TaskEnv:
             self._freeze(terms)
         terminated = self.success
         truncated = self.steps >= self.horizon and not terminated
-        cost = sum(terms)
         if terminated or truncated:
-            cost += self.cost_breakdown().terminal
+            # the terminal terms' cost is booked on the final step, each in its own slot
+            booked = self.cost_breakdown().per_term
+            terms = [booked[i] if timing == "terminal" else v
+                     for i, (v, timing) in enumerate(zip(terms, self._timing, strict=True))]
             self._ended = True
+        cost = sum(terms)
         self._costs.append(cost)
         self.recorder.set_cost(cost)
         info = self._info(cost, terms)
@@ -288,13 +325,14 @@ class TaskEnv:
         return (self._observe(), float(self.success), terminated, truncated, info)
 
     def arena_result(self) -> dict:
-        """The episode as VLA-Arena reports it: its cost (x 0.05 in HazardAvoidance, applied on
-        success as its evaluation script does), success, and the safety-mode success."""
-        raw = float(sum(self._costs))
-        cost, _ = arena_episode(raw, True, self.arena_suite) if self.success else (raw, True)
-        _, safe = arena_episode(raw, self.success, self.arena_suite, safety_mode=True)
-        return {"suite": self.arena_suite, "level": self.arena_level, "cost": cost,
-                "success": self.success, "safe_success": safe}
+        """The episode as VLA-Arena's evaluator ``arena_evaluator`` reports it: its cost (x 0.05
+        in HazardAvoidance, at the end or on success as that evaluator does), success, and the
+        safety-mode success (robosafe.tasks.cost.arena_episode)."""
+        out = arena_episode(float(sum(self._costs)), self.success, self.arena_suite,
+                            self.arena_evaluator)
+        return {"suite": self.arena_suite, "level": self.arena_level,
+                "evaluator": out.evaluator, "cost": out.cost, "success": out.success,
+                "safe_success": out.safe_success}
 
     def play(self, policy, obs: dict, max_steps: int | None = None,
              on_obs=None) -> tuple[dict, list]:

@@ -34,7 +34,7 @@ import yaml
 
 from robosafe.errors import RobosafeError
 
-__all__ = ["assets_root", "covered", "real_xml"]
+__all__ = ["assets_root", "covered", "real_xml", "source_frame"]
 
 EXTRA = "libero-assets"
 
@@ -200,6 +200,35 @@ def _geometry(name: str, root: str) -> tuple[np.ndarray, np.ndarray, dict[str, A
         sites[m.site(s).name] = (d.site_xpos[s].copy(), rot, m.site_size[s].copy(),
                                  int(m.site_type[s]), d.xmat[m.site_bodyid[s]].reshape(3, 3).copy())
     return (lo + hi) / 2, (hi - lo) / 2, sites
+
+
+@cache
+def source_frame(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where robosafe's root body of LIBERO asset ``name`` sits in the frame of the root body
+    LIBERO's own file defines: (position, w-x-y-z quaternion). A pose read from LIBERO's or
+    VLA-Arena's env (their root body) composed with it is robosafe's pose of the same object:
+    the two differ by the re-centring and the upright turn of :func:`_rewrite`."""
+    row = _data()["categories"][name]
+    root = assets_root()
+    try:
+        obj = ET.parse(root / row["xml"]).getroot().find("worldbody/body/body[@name='object']")
+    except (OSError, ET.ParseError) as exc:
+        raise RobosafeError(f"{root / row['xml']}: cannot read LIBERO asset ({exc})") from None
+    inner = np.array([float(v) for v in obj.get("pos", "0 0 0").split()])
+    q_file = np.array([float(v) for v in obj.get("quat", "1 0 0 0").split()])
+    q_file /= np.linalg.norm(q_file)
+    q = _euler_quat(row.get("euler", (0, 0, 0)))
+    centre = _geometry(name, str(root))[0]
+    # LIBERO: object body at (inner, q_file) in the root; robosafe: at (q inner - centre, q).
+    # The same object body in the world: robosafe's root = LIBERO's root * (file * robosafe^-1)
+    q_inv = np.array([q[0], -q[1], -q[2], -q[3]])
+    back = np.empty(3)
+    mujoco.mju_rotVecQuat(back, centre, q_inv)  # q^-1 centre
+    pos = np.empty(3)
+    mujoco.mju_rotVecQuat(pos, inner - back, q_file)
+    quat = np.empty(4)
+    mujoco.mju_mulQuat(quat, q_file, q_inv)
+    return inner - pos, quat
 
 
 def real_xml(cat, fixed: bool, stand_in_sites: dict[str, tuple], stand_in_half):

@@ -14,11 +14,12 @@ and the objects already there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from robosafe.errors import TaskError
+from robosafe.errors import RobosafeError, TaskError
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,55 @@ class Footprint:
     def axes(self) -> np.ndarray:
         c, s = np.cos(self.yaw), np.sin(self.yaw)
         return np.array([[c, s], [-s, c]])
+
+
+@dataclass(frozen=True)
+class BodyPose:
+    """A body's world pose: its origin and its w-x-y-z quaternion (MuJoCo's order)."""
+
+    pos: tuple[float, float, float]
+    quat: tuple[float, float, float, float]
+
+    def __post_init__(self) -> None:
+        pos, quat = np.asarray(self.pos, dtype=float), np.asarray(self.quat, dtype=float)
+        if pos.shape != (3,) or quat.shape != (4,) or not (np.all(np.isfinite(pos))
+                                                           and np.all(np.isfinite(quat))):
+            raise RobosafeError(f"a body pose is 3 + 4 finite numbers, got pos {self.pos!r} "
+                                f"quat {self.quat!r}")
+        if not np.isclose(np.linalg.norm(quat), 1.0, atol=1e-3):
+            raise RobosafeError(f"quaternion {self.quat!r} is not of unit length")
+
+    def yaw(self) -> float:
+        """Heading of the body's x axis in the horizontal plane (radians)."""
+        w, x, y, z = (float(v) for v in self.quat)
+        return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+@dataclass(frozen=True)
+class InitState:
+    """An initial state taken from another simulator (VLA-Arena's env after its reset), so a
+    comparison of the two starts from the same placement (docs/decisions.md, "VLA-Arena
+    parity").
+
+    ``poses``: body name (a task's object or fixture) -> the pose that simulator sampled. The
+    two asset libraries put a body's origin at different heights (robosafe: the centre of its
+    collision box), so robosafe takes the horizontal position and the heading from it and
+    rests the body on its support itself. ``reference_lift_m``: per body, how far above where
+    it comes to rest the other simulator's reference pose lies (VLA-Arena samples objects
+    above the table and lets them drop, and its Fall compares against the sampled pose).
+    ``mover_steps``: control steps the moving objects' clock has already run.
+    """
+
+    poses: Mapping[str, BodyPose]
+    reference_lift_m: Mapping[str, float] = field(default_factory=dict)
+    mover_steps: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mover_steps < 0:
+            raise RobosafeError(f"mover_steps must not be negative, got {self.mover_steps}")
+        bad = sorted(set(self.reference_lift_m) - set(self.poses))
+        if bad:
+            raise RobosafeError("reference_lift_m names bodies without a pose: " + ", ".join(bad))
 
 
 def overlap(a: Footprint, b: Footprint) -> bool:

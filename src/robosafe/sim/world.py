@@ -28,7 +28,7 @@ from robosafe.sim.assets import category, make_asset
 from robosafe.sim.controller import CompiledController, check_controller
 from robosafe.sim.libero_assets import assets_root, covered
 from robosafe.sim.motion import pose_at, yaw_quat
-from robosafe.sim.placement import Footprint, overlap, place_footprint
+from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
 
 GRIPPER = "gripper0"
@@ -122,6 +122,14 @@ class ArenaEnv(ManipulationEnv):
         self.episode_rng = np.random.default_rng(0)
         # (xy metres, yaw radians, generator): objects moved off their seeded spot (see _jitter)
         self.placement_jitter: tuple[float, float, np.random.Generator] | None = None
+        # poses taken from another simulator instead of sampled ones (TaskEnv(init_state=...))
+        self.init_state: InitState | None = None
+        self.exact_start: set[str] = set()  # bodies placed at a given pose exactly
+        self.settle_steps = int(cfg["settle_steps"])
+        # "seconds": movers follow the simulation clock at every physics substep (App. 7.2.3);
+        # "steps": VLA-Arena's code moves each mover once per control step, to where the
+        # clock is after that step (k / control_freq after the k-th)
+        self.motion_clock = "seconds"
         self.motion_on = False
         self.frozen: set[str] = set()
         self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
@@ -199,6 +207,7 @@ class ArenaEnv(ManipulationEnv):
     # -- reset ----------------------------------------------------------------------------------
     def _reset_internal(self):
         super()._reset_internal()
+        self.exact_start = set()
         self.frozen = set()
         self.motion_on = False
         self._substep = 0
@@ -208,6 +217,13 @@ class ArenaEnv(ManipulationEnv):
         self.sim.forward()
         self.start_pose = self._place()
         self.sim.forward()
+        # the pose another simulator's Fall compares against: its sampled pose, which is the
+        # start pose where robosafe took it exactly, else lifted by InitState.reference_lift_m
+        lift = self.init_state.reference_lift_m if self.init_state is not None else {}
+        self.reference_pose = {n: (p + [0.0, 0.0, 0.0 if n in self.exact_start
+                                        else lift.get(n, 0.0)], q)
+                               for n, (p, q) in self.start_pose.items()}
+        self._motion_steps = self.init_state.mover_steps if self.init_state is not None else 0
 
     def reset(self):
         """robosuite reset, then hidden settling steps so placed objects come to rest before
@@ -217,7 +233,7 @@ class ArenaEnv(ManipulationEnv):
             self._compiled.bind()  # the episode's nullspace posture and observables
         hold = np.zeros(self.action_dim)
         hold[-1] = -1.0  # gripper open
-        for _ in range(config()["settle_steps"]):
+        for _ in range(self.settle_steps):
             self.step(hold)
         self.timestep = 0
         self.motion_on = True
@@ -311,11 +327,20 @@ class ArenaEnv(ManipulationEnv):
             pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
             self._set_pose(name, pos, quat)
             return pos, quat
+        given = self.init_state.poses.get(name) if self.init_state is not None else None
+        if given is not None and asset.source_frame is not None:
+            pos, quat = self._source_pose(given, asset.source_frame)
+            self.exact_start.add(name)
+            self._set_pose(name, pos, quat)
+            return pos, quat
         if ref is not None and ref in self.assets:
             base = self.sim.data.body_xpos[self.body_id[ref]]
             top = base[2] + self.assets[ref].category.half_extents[2]
             pos = np.array([base[0], base[1], top + hz + cfg["drop_m"]])
             quat = np.array([1.0, 0.0, 0.0, 0.0])
+            if given is not None:
+                pos[:2] = given.pos[:2]
+                quat = yaw_quat(given.yaw())
         else:
             region = regions.get(ref) if ref is not None else free_table
             if region is None:
@@ -332,6 +357,13 @@ class ArenaEnv(ManipulationEnv):
                 lo, hi = region.height_ranges[0]
                 lift = lo + rng.random() * (hi - lo)
             here = taken.setdefault(round(floor, 3), [])
+            if given is not None:
+                # the given spot, not a sampled one: no overlap test (the other simulator
+                # placed it), no jitter; the height is robosafe's support surface
+                pos = np.array([given.pos[0], given.pos[1], floor + hz + lift + cfg["drop_m"]])
+                quat = yaw_quat(given.yaw())
+                self._set_pose(name, pos, quat)
+                return pos, quat
             args = (name, region.ref if ref else "table", rects, yaws, (hx, hy))
             kw = {"attempts": cfg["attempts"], "clearance": cfg["clearance_m"],
                   "line": _line(atom), "source": self.source,
@@ -360,6 +392,18 @@ class ArenaEnv(ManipulationEnv):
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)
         return pos, quat
+
+    @staticmethod
+    def _source_pose(given, frame) -> tuple[np.ndarray, np.ndarray]:
+        """robosafe's pose of a LIBERO asset whose root body the other simulator has at
+        ``given``: that pose composed with the asset's ``source_frame``."""
+        off, q_off = frame
+        q_given = np.asarray(given.quat, dtype=float)
+        pos = np.empty(3)
+        mujoco.mju_rotVecQuat(pos, np.asarray(off, dtype=float), q_given)
+        quat = np.empty(4)
+        mujoco.mju_mulQuat(quat, q_given, np.asarray(q_off, dtype=float))
+        return np.asarray(given.pos, dtype=float) + pos, quat
 
     def _out_of_carcass(self, region: Region, rects: np.ndarray) -> np.ndarray:
         """An open drawer's region cut to the part pulled out of the carcass (in front of it,
@@ -430,14 +474,20 @@ class ArenaEnv(ManipulationEnv):
 
     def _pre_action(self, action, policy_step=False):
         super()._pre_action(action, policy_step)
-        self.move_objects()
+        self.move_objects(policy_step)
 
-    def move_objects(self) -> None:
-        """Moving objects to their pose at this substep (before the physics of the substep)."""
+    def move_objects(self, policy_step: bool = False) -> None:
+        """Moving objects to their pose at this substep (before the physics of the substep);
+        ``policy_step``: the first substep of a control step."""
         if not self.motion_on or not self.moving:
             return
         t = self._substep * self.model_timestep
         self._substep += 1
+        if self.motion_clock == "steps":
+            if not policy_step:
+                return  # VLA-Arena writes the movers' poses once per control step
+            self._motion_steps += 1
+            t = self._motion_steps / self.control_freq
         for name, mo in self.moving.items():
             if name in self.frozen:
                 continue
