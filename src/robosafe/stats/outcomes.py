@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -161,15 +161,26 @@ def as_outcome_table(t: OutcomeTable | str | Path | Iterable[Mapping[str, Any]],
     return outcome_table(t, label)
 
 
-def index_outcomes(rows: Iterable[Outcome]) -> dict[tuple[str, str, str], Outcome]:
+class Keyed(Protocol):
+    """A row that pairs: its (suite, task_id, instance_id) and where it is, for errors."""
+
+    @property
+    def key(self) -> tuple[str, str, str]: ...
+
+    @property
+    def where(self) -> str: ...
+
+
+def index_outcomes(rows: Iterable[Keyed]) -> dict[tuple[str, str, str], Keyed]:
     """Rows by (suite, task_id, instance_id); a repeated instance is an error naming both rows
     (a paired statistic needs one row per instance)."""
-    out: dict[tuple[str, str, str], Outcome] = {}
+    out: dict[tuple[str, str, str], Keyed] = {}
     for r in rows:
         if r.key in out:
+            suite, task_id, instance_id = r.key
             raise RobosafeError(
-                f"{r.where}: column 'instance_id': duplicate key (suite={r.suite!r}, "
-                f"task_id={r.task_id!r}, instance_id={r.instance_id!r}), first at "
+                f"{r.where}: column 'instance_id': duplicate key (suite={suite!r}, "
+                f"task_id={task_id!r}, instance_id={instance_id!r}), first at "
                 f"{out[r.key].where}; a paired comparison needs one row per instance")
         out[r.key] = r
     return out
@@ -205,18 +216,7 @@ def paired_design(a: Iterable[Paired], b: Iterable[Paired], *, source_a: str = "
     smallest S, no dropping of unpaired rows): ``audit paired`` and ``results compare`` both
     build their paired tests here, so they agree on the same runs.
     """
-    def index(rows: Iterable[Paired]) -> dict[tuple[str, str, str], Paired]:
-        out: dict[tuple[str, str, str], Paired] = {}
-        for r in rows:
-            if r.key in out:
-                raise RobosafeError(
-                    f"{r.where}: duplicate instance (suite={r.key[0]!r}, task_id={r.key[1]!r}, "
-                    f"instance_id={r.key[2]!r}), first at {out[r.key].where}; a paired "
-                    "comparison needs one row per instance")
-            out[r.key] = r
-        return out
-
-    ia, ib = index(a), index(b)
+    ia, ib = index_outcomes(a), index_outcomes(b)
     for mine, other, name in ((ia, ib, source_b), (ib, ia, source_a)):
         lonely = next((r for k, r in sorted(mine.items()) if k not in other), None)
         if lonely is not None:
