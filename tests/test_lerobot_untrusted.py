@@ -5,7 +5,10 @@ untrusted inputs). Every hostile dataset is made here from a valid small one."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -344,7 +347,10 @@ def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     assert [e["success"] for e in out["episodes"]] == [None, None]
     assert out["aggregate"]["sr"] is None and out["aggregate"]["sr_ci"] is None
     assert out["aggregate"]["n_success_unknown"] == 2 and out["aggregate"]["sbu"] is None
-    table = run("score", str(root), "--bootstrap", "0", "--table", "main").stdout
+    # wide enough that no cell wraps (tables follow COLUMNS when it is set)
+    table = subprocess.run([sys.executable, "-m", "robosafe", "score", str(root), "--bootstrap",
+                            "0", "--table", "main"], capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "400"}, check=False).stdout
     assert "n/a (2 unknown)" in table and "0.0 [" not in table
     # the unknown survives into the traces written from the dataset
     trace = tmp_path / "t.jsonl"
