@@ -21,6 +21,10 @@ from robosafe.cli import run as R
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
 
+REENCODE = typer.Option(False, "--reencode",
+                        help="Re-encode the camera videos (a second lossy pass) instead of "
+                             "copying the run's streams.")
+
 export_app = typer.Typer(no_args_is_help=True, help="Write runs in other tools' formats.")
 app.add_typer(export_app, name="export")
 
@@ -44,11 +48,14 @@ def _report(res, as_json: bool, extra: dict | None = None) -> None:
     (the dataset holds the others): a partial export must not look like a clean one."""
     for w in res.warnings:
         typer.echo(f"robosafe: warning: {w}", err=True)
+    for cam, how in res.videos.items():  # copied is lossless; re-encoded is a second lossy pass
+        typer.echo(f"robosafe: {cam}: {how}", err=True)
     for cell, why in res.skipped.items():
         typer.echo(f"robosafe: not exported: {cell}: {why}", err=True)
     failed = res.failed
     payload = {"dataset": str(res.path), "episodes": res.episodes, "of": res.total,
                "frames": res.frames, "skipped": res.skipped, "failed": sorted(failed),
+               "videos": res.videos,
                **(extra or {})}
     if as_json:
         emit_json(payload, None, True)
@@ -71,14 +78,17 @@ def export_lerobot(
     only_safe: bool = typer.Option(False, "--only-safe",
                                    help="Only episodes whose safety verdict is safe."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
+    reencode: bool = REENCODE,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """A run directory as a LeRobot v3.0 dataset, with per-frame `safety.*` features and
-    per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`)."""
+    per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`).
+    Camera videos are the run's own h264 streams, copied; one line per camera says so, or
+    why a camera was re-encoded."""
     out = out_option(out_arg, out)
     quiet = as_json or not sys.stderr.isatty()
-    _report(_export(run_dir, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite),
-            as_json)
+    _report(_export(run_dir, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite,
+                    reencode=reencode), as_json)
 
 
 @app.command("collect")

@@ -177,20 +177,30 @@ class DatasetWriter:
             self._data = pq.ParquetWriter(path, self.schema, compression="snappy")
         return self._data
 
-    def _video(self, key: str) -> _Video:
-        if key not in self._videos:
-            from robosafe.formats.video import VideoWriter
+    def _video(self, key: str, copy: bool) -> _Video:
+        """The camera's file: encoded from frames, or the packets of source mp4s copied
+        (remuxed) into it. One file is one stream, so a camera does one or the other."""
+        from robosafe.formats.video import StreamCopier, VideoWriter
 
+        if key not in self._videos:
             h, w = self.cameras[key]
             path = self.root / VIDEO_PATH.format(video_key=key, chunk_index=0, file_index=0)
-            self._videos[key] = _Video(VideoWriter(path, self.fps, h, w))
-        return self._videos[key]
+            self._videos[key] = _Video(StreamCopier(path, self.fps) if copy
+                                       else VideoWriter(path, self.fps, h, w))
+        v = self._videos[key]
+        if isinstance(v.writer, StreamCopier) != copy:
+            raise DatasetError(f"camera {key}: an episode's video cannot be copied into a file "
+                               "whose other episodes were encoded, or the other way round")
+        return v
 
     def add_episode(self, frames: dict[str, np.ndarray], task: str,
                     videos: dict[str, Iterable[np.ndarray]] | None = None,
-                    extra: dict[str, Any] | None = None) -> int:
+                    extra: dict[str, Any] | None = None,
+                    sources: dict[str, Path] | None = None) -> int:
         """Append one episode: ``frames[name]`` is (L,) or (L, n) per feature, ``videos[key]``
-        yields L RGB frames. Returns the episode index."""
+        yields L RGB frames. ``sources[key]``, when given, is an mp4 whose stream is copied
+        into the camera's file instead of encoding ``videos[key]``, which are then its decoded
+        frames (for the statistics). Returns the episode index."""
         lengths = {k: len(v) for k, v in frames.items()}
         if set(frames) != set(self.features):
             raise DatasetError(f"episode features {sorted(frames)} differ from the dataset's "
@@ -228,14 +238,20 @@ class DatasetWriter:
         for key in self.cameras:
             if videos is None or key not in videos:
                 raise DatasetError(f"episode {ep}: no frames for camera {key}")
-            v = self._video(key)
+            source = (sources or {}).get(key)
+            v = self._video(key, copy=source is not None)
             start = v.writer.frames
             shot = np.stack(list(videos[key]))
             if shot.shape[0] != n:
                 raise DatasetError(f"episode {ep}: camera {key} has {shot.shape[0]} frames "
                                    f"for {n} data frames")
-            for img in shot:
-                v.writer.add(img)
+            if source is not None:
+                if (copied := v.writer.add(source)) != n:
+                    raise DatasetError(f"episode {ep}: camera {key}: {source} has {copied} "
+                                       f"frames for {n} data frames")
+            else:
+                for img in shot:
+                    v.writer.add(img)
             ep_stats[key] = image_stats(shot)
             row |= {f"videos/{key}/chunk_index": 0, f"videos/{key}/file_index": 0,
                     f"videos/{key}/from_timestamp": start / self.fps,

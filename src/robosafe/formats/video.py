@@ -3,12 +3,15 @@
 LeRobot v3.0 stores the frames of many episodes of one camera back to back in one mp4 file;
 an episode is the frames whose timestamps fall in ``[from_timestamp, to_timestamp)`` of its
 ``meta/episodes`` row. Frames are written with ``pts = frame number`` in a ``1/fps`` time base,
-so timestamps are exact multiples of ``1/fps``.
+so timestamps are exact multiples of ``1/fps``. A run's per-episode videos are already such
+streams: :class:`StreamCopier` appends them to a dataset's file packet by packet (a remux), so
+the dataset holds the run's own frames rather than a second lossy encoding of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -117,14 +120,138 @@ def read_frames(path: str | Path, start: int = 0, stop: int | None = None
             raise RobosafeError(f"{path}: frame {n}: undecodable video: {_why(exc)}") from None
 
 
-def probe(path: str | Path) -> dict:
-    """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels); the
-    writer adds lerobot 0.6's ``is_depth_map`` (the older ``video.is_depth_map`` is legacy)."""
+@dataclass(frozen=True)
+class StreamInfo:
+    """A file's first video stream: what LeRobot declares of it and what decides whether its
+    packets can go into another file unchanged."""
+
+    codec: str  # LeRobot's name: h264, av1, mpeg4, ...
+    height: int
+    width: int
+    pix_fmt: str | None
+    fps: Fraction
+    extradata: bytes  # the decoder set-up (h264: SPS and PPS); one per output stream
+    has_audio: bool
+
+    def info(self) -> dict:
+        """LeRobot's per-video ``info`` block (height, width, codec, pix_fmt, fps, channels);
+        the writer adds lerobot 0.6's ``is_depth_map`` (``video.is_depth_map`` is legacy)."""
+        return {"video.height": self.height, "video.width": self.width,
+                "video.codec": self.codec, "video.pix_fmt": self.pix_fmt,
+                "video.fps": int(self.fps), "video.channels": 3, "has_audio": self.has_audio}
+
+
+def stream_info(path: str | Path) -> StreamInfo:
     av = _av()
     c, s = _open(av, path)
     with c:
-        return {"video.height": s.height, "video.width": s.width,
-                "video.codec": CODEC_NAME.get(s.codec_context.name, s.codec_context.name),
-                "video.pix_fmt": s.pix_fmt,
-                "video.fps": int(s.average_rate or s.base_rate), "video.channels": 3,
-                "has_audio": bool(c.streams.audio)}
+        cc = s.codec_context
+        return StreamInfo(CODEC_NAME.get(cc.name, cc.name), s.height, s.width, s.pix_fmt,
+                          Fraction(s.average_rate or s.base_rate or 0), bytes(cc.extradata or b""),
+                          bool(c.streams.audio))
+
+
+def probe(path: str | Path) -> dict:
+    """LeRobot's per-video ``info`` block of a file (:meth:`StreamInfo.info`)."""
+    return stream_info(path).info()
+
+
+def _frames_of(t: int, time_base: Fraction, fps: int, path: Path, k: int) -> int:
+    """A packet time in frames; it must fall on a frame (k / fps) to be copied as is."""
+    x = t * time_base * fps
+    if x.denominator != 1:
+        raise RobosafeError(f"{path}: packet {k} at {float(t * time_base):.6f} s is not on a "
+                            f"1/{fps} s frame")
+    return int(x)
+
+
+def _frame_packets(stream, container, path: Path, fps: int) -> list:
+    """The stream's packets with pts and dts counted in frames (``packet.time_base`` 1/fps),
+    checked to number the frames 0..n-1 once each in decoding order: what concatenation needs
+    to shift an episode by a whole number of frames."""
+    tb = stream.time_base
+    out = []
+    for k, pkt in enumerate(container.demux(stream)):
+        if pkt.size == 0:  # the demuxer's end-of-stream marker
+            continue
+        if pkt.pts is None or pkt.dts is None:
+            raise RobosafeError(f"{path}: packet {k} has no timestamp")
+        pts, dts = (_frames_of(t, tb, fps, path, k) for t in (pkt.pts, pkt.dts))
+        if out and dts <= out[-1].dts:
+            raise RobosafeError(f"{path}: packet {k}: decoding times do not increase")
+        pkt.pts, pkt.dts, pkt.duration, pkt.time_base = pts, dts, 1, Fraction(1, fps)
+        out.append(pkt)
+    if sorted(p.pts for p in out) != list(range(len(out))):
+        raise RobosafeError(f"{path}: frame times are not 0, 1/{fps}, 2/{fps}, ... s once each")
+    return out
+
+
+def copy_problem(path: str | Path, fps: int) -> str | None:
+    """Why the file's video packets cannot be copied into a 1/fps dataset file (None: they
+    can). Reads packets only, decodes nothing."""
+    av = _av()
+    c, s = _open(av, path)
+    with c:
+        try:
+            _frame_packets(s, c, Path(path), fps)
+        except RobosafeError as exc:
+            return str(exc)
+        except (OSError, av.error.FFmpegError) as exc:
+            return f"{path}: unreadable packets: {_why(exc)}"
+    return None
+
+
+class StreamCopier:
+    """Append whole mp4 files' video streams to one mp4 without decoding them (a remux: the
+    packets are the source's bytes, so they decode to the source's frames bit for bit).
+
+    Every file must carry the stream of the first (same codec set-up, timestamps on 1/fps);
+    each is shifted by the frames already written, pts and dts alike, so episode ``e`` starts
+    at ``frames_before_e / fps`` s and a B-frame's reordering delay stays within its episode.
+    """
+
+    def __init__(self, path: str | Path, fps: int):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fps = fps
+        self.frames = 0
+        self._out = None
+        self._stream = None
+        self._extradata: bytes | None = None
+
+    def add(self, src: str | Path) -> int:
+        """Append one file's frames; returns how many. Checked in full before a packet is
+        written: a file that cannot be copied leaves the output as it was."""
+        av = _av()
+        container, stream = _open(av, src)
+        with container:
+            extradata = bytes(stream.codec_context.extradata or b"")
+            if self._extradata is not None and extradata != self._extradata:
+                raise RobosafeError(f"{src}: its codec set-up (extradata) differs from the "
+                                    f"first file copied into {self.path}")
+            try:
+                packets = _frame_packets(stream, container, Path(src), self.fps)
+            except (OSError, av.error.FFmpegError) as exc:
+                raise RobosafeError(f"{src}: unreadable packets: {_why(exc)}") from None
+            if self._out is None:
+                self._open_output(av, stream, extradata)
+            for pkt in packets:
+                pkt.pts += self.frames
+                pkt.dts += self.frames
+                pkt.stream = self._stream
+                self._out.mux(pkt)
+        self.frames += len(packets)
+        return len(packets)
+
+    def _open_output(self, av, template, extradata: bytes) -> None:
+        self._out = av.open(str(self.path), "w")
+        # add_stream_from_template is PyAV >= 14; older PyAV took the template as an argument
+        add = getattr(self._out, "add_stream_from_template", None)
+        self._stream = add(template) if add else self._out.add_stream(template=template)
+        self._stream.time_base = Fraction(1, self.fps)
+        self._extradata = extradata
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None

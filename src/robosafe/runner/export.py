@@ -7,7 +7,13 @@ has ``next.done`` set, so every trace row, and with it every safety signal, is i
 ``observation.state`` is the LIBERO layout when the run recorded frames (``record_frames``),
 else the end-effector position alone (with a warning). Per-episode verdicts come from the run's
 outcome rows (``robosafe/success``, ``robosafe/safe``, ``robosafe/sbu``, ``robosafe/vsi``,
-``robosafe/violated_specs``, ``robosafe/cumulative_cost`` in ``meta/episodes``).
+``robosafe/violated_specs``, ``robosafe/cumulative_cost`` in ``meta/robosafe_episodes.parquet``).
+
+Camera videos are copied, not re-encoded: the run's per-episode mp4s are h264 at the dataset's
+fps, size and pixel format, so their packets go into the dataset's file unchanged (a remux) and
+decode to the run's own frames bit for bit. A camera is re-encoded (a second lossy pass) only on
+request (``reencode``) or when an episode's stream differs from what the dataset declares;
+:attr:`ExportResult.videos` says which, per camera.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pyarrow as pa
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import DatasetWriter
 from robosafe.formats.traces import FORMAT, REPLAY_COLUMN, TRACE_COLUMN, Layout, trace_header
+from robosafe.formats.video import CODEC, CODEC_NAME, PIX_FMT, StreamInfo
 from robosafe.runner.frames import STATE_NAMES
 from robosafe.runner.rundir import Cell, RunDir, open_run
 from robosafe.trace.io import read_episodes
@@ -44,6 +51,7 @@ class ExportResult:
     warnings: list[str] = field(default_factory=list)
     excluded: set[str] = field(default_factory=set)  # cells left out on request (--only-safe)
     total: int = 0  # episodes in the run
+    videos: dict[str, str] = field(default_factory=dict)  # camera key -> copied / re-encoded
 
     @property
     def failed(self) -> dict[str, str]:
@@ -60,7 +68,22 @@ class _Item:
     actions: np.ndarray
     frames_dir: Path
     state: np.ndarray | None  # frames/<cell>/state.npy, when recorded
-    videos: dict[str, tuple[int, int]]  # camera -> (height, width) of its readable mp4
+    videos: dict[str, StreamInfo]  # camera -> its readable mp4's stream
+
+    def mp4(self, cam: str) -> Path:
+        return self.frames_dir / f"{cam}.mp4"
+
+
+@dataclass(frozen=True)
+class VideoPlan:
+    """How one camera gets into the dataset: the run's stream copied, or re-encoded (why)."""
+
+    copy: bool
+    why: str = ""  # why it is re-encoded
+
+    def line(self) -> str:
+        return ("copied from the run's videos (no re-encode)" if self.copy
+                else f"re-encoded ({self.why})")
 
 
 class _Skip(RobosafeError):
@@ -86,7 +109,7 @@ def _array(path: Path, rows: int, what: str) -> np.ndarray:
 
 def _item(run: RunDir, row: dict) -> _Item:
     """One finished episode with everything it needs checked, or :class:`_Skip`."""
-    from robosafe.formats.video import probe
+    from robosafe.formats.video import stream_info
 
     cell = Cell.of_row(row)
     trace, act = run.trace_path(cell), run.actions_path(cell)
@@ -102,8 +125,8 @@ def _item(run: RunDir, row: dict) -> _Item:
     state = _array(state_file, n, "robot state") if state_file.is_file() else None
     videos = {}
     for mp4 in sorted(frames_dir.glob("*.mp4")):
-        info = probe(mp4)  # an unreadable file is one line naming it (RobosafeError)
-        videos[mp4.stem] = (info["video.height"], info["video.width"])
+        # an unreadable file is one line naming it (RobosafeError)
+        videos[mp4.stem] = stream_info(mp4)
     return _Item(cell, row, eps[0], actions, frames_dir, state, videos)
 
 
@@ -134,8 +157,8 @@ def _consistent(items: list[_Item], skipped: dict[str, str]) -> tuple[list[_Item
     with_state = any(it.state is not None for it in items)
     sizes: dict[str, tuple[int, int]] = {}
     for it in items:
-        for cam, hw in it.videos.items():
-            sizes.setdefault(cam, hw)
+        for cam, v in it.videos.items():
+            sizes.setdefault(cam, (v.height, v.width))
     keep = []
     for it in items:
         if with_state and it.state is None:
@@ -144,12 +167,38 @@ def _consistent(items: list[_Item], skipped: dict[str, str]) -> tuple[list[_Item
         elif missing := [c for c in sizes if c not in it.videos]:
             skipped[it.cell.name] = (f"camera {missing[0]}: {it.frames_dir / missing[0]}.mp4 "
                                      "missing (other episodes recorded it)")
-        elif other := [c for c, hw in sizes.items() if it.videos[c] != hw]:
-            skipped[it.cell.name] = (f"camera {other[0]}: {it.videos[other[0]]} pixels, other "
+        elif other := [c for c, hw in sizes.items()
+                       if (it.videos[c].height, it.videos[c].width) != hw]:
+            v = it.videos[other[0]]
+            skipped[it.cell.name] = (f"camera {other[0]}: {(v.height, v.width)} pixels, other "
                                      f"episodes {sizes[other[0]]}")
         else:
             keep.append(it)
     return keep, with_state, sizes
+
+
+def _plan(items: list[_Item], cam: str, fps: int, reencode: bool) -> VideoPlan:
+    """Copy the camera's streams when every episode's is what the dataset declares (h264,
+    yuv420p, the dataset's fps, one codec set-up, a frame every 1/fps s); else re-encode."""
+    from robosafe.formats.video import copy_problem
+
+    if reencode:
+        return VideoPlan(False, "--reencode")
+    want = CODEC_NAME[CODEC]
+    first = items[0].videos[cam]
+    for it in items:
+        v, path = it.videos[cam], it.mp4(cam)
+        if v.codec != want or v.pix_fmt != PIX_FMT:
+            why = f"{path} is {v.codec} {v.pix_fmt}, the dataset's videos {want} {PIX_FMT}"
+        elif v.fps != fps:
+            why = f"{path} is at {v.fps} fps, the dataset at {fps}"
+        elif v.extradata != first.extradata:
+            why = f"{path} was encoded with other settings than {items[0].mp4(cam)}"
+        else:
+            why = copy_problem(path, fps)
+        if why:
+            return VideoPlan(False, why)
+    return VideoPlan(True)
 
 
 def _nothing(run: RunDir, skipped: dict[str, str]) -> RobosafeError:
@@ -158,11 +207,12 @@ def _nothing(run: RunDir, skipped: dict[str, str]) -> RobosafeError:
 
 
 def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
-               overwrite: bool = False,
+               overwrite: bool = False, reencode: bool = False,
                on_episode: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write the finished episodes of a run directory as a LeRobot v3.0 dataset at ``out``.
     An episode that cannot be exported (crashed, missing or unreadable files, a camera the
-    others have) is left out and named in ``skipped``; the others are written."""
+    others have) is left out and named in ``skipped``; the others are written. Camera videos
+    are copied from the run unless ``reencode`` or an episode's stream differs (module doc)."""
     from robosafe.formats.lerobot import check_output
 
     check_output(Path(out), overwrite)  # before reading anything
@@ -187,6 +237,7 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
     elif not cams:
         warnings.append(f"{run.path}: the run rendered no camera images (--images): the "
                         "dataset has no videos")
+    plans = {c: _plan(items, c, fps, reencode) for c in cams}
     layout = Layout.of([it.episode for it in items])
     dim = items[0].actions.shape[1]
     features = {
@@ -212,7 +263,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
             except RobosafeError as exc:  # checked in full before anything is written
                 skipped[it.cell.name] = str(exc)
             else:
-                writer.add_episode(frames, task, videos=videos, extra=extra)
+                sources = {f"observation.images.{c}": it.mp4(c) for c in cams if plans[c].copy}
+                writer.add_episode(frames, task, videos=videos, extra=extra, sources=sources)
                 written.append(it)
             if on_episode:
                 on_episode(k + 1, len(items))
@@ -233,7 +285,7 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                   # the task files as run: what `import lerobot --replay` rebuilds worlds from
                   "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})
     return ExportResult(Path(out), len(written), writer.frames, skipped, warnings, excluded,
-                        total)
+                        total, {f"observation.images.{c}": p.line() for c, p in plans.items()})
 
 
 def _episode(it: _Item, with_state: bool, cams: list[str], layout: Layout,
@@ -256,7 +308,7 @@ def _episode(it: _Item, with_state: bool, cams: list[str], layout: Layout,
               "next.success": done & bool(ep.success), **safety}
     videos = {}
     for c in cams:
-        path = it.frames_dir / f"{c}.mp4"
+        path = it.mp4(c)
         shot = list(read_frames(path))
         if len(shot) != n:
             raise _Skip(f"camera {c}: {path} has {len(shot)} frames for {n} trace rows")
