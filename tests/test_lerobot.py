@@ -579,6 +579,10 @@ def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir
     proc = cli("export", "lerobot", str(run), "-o", str(tmp_path / "ds"), "--json")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
+    # the good episode's two cameras are copied as recorded; then the skip and the error
+    assert lines[:2] == [f"robosafe: observation.images.{c}: copied from the run's videos "
+                         "(no re-encode)" for c in ("agentview", "robot0_eye_in_hand")]
+    lines = lines[2:]
     assert len(lines) == 2, proc.stderr
     assert lines[0].startswith(f"robosafe: not exported: {cell}: ") and why in lines[0]
     assert lines[1] == (f"robosafe: error: 1 of 2 episodes could not be exported (listed "

@@ -108,6 +108,16 @@ def test_resume_and_append_then_both_readers(careful):
                           "meta/robosafe.json, else 'other'; no target or task tags)")]
     assert imp.episodes[3].body_roles["vase"] == "bystander"
     np.testing.assert_allclose(imp.episodes[3].eef_pos_m[:, 2], [0.3, 1.3, 2.3, 3.3, 4.3])
+    # the command line: one warning line naming episode 3, and its trace written, not skipped
+    out = careful.parent / "all.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "robosafe", "import", "lerobot", str(careful),
+                           "-o", str(out)], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [f"robosafe: {careful}: {imp.notes[0]}"]
+    assert proc.stdout.strip() == f"4 traces written to {out}"
+    assert [json.loads(line)["episode_id"] for line in out.read_text().splitlines()] == [
+        "careful/0", "careful/1", "careful/2", "careful/episode_000003"]
 
 
 @pytest.mark.parametrize("careless_run", [False, True])
