@@ -5,8 +5,8 @@
    1-worker collection of the same invocation as its baseline. The same 1-worker run with
    images but without frame recording or export (a plain ``robosafe run --images``) is the
    baseline for what collecting a dataset adds.
-2. Export: seconds per 1,000 frames of `export_run` on the 1-worker run (re-encoding the
-   cameras into one file each), against the same export without cameras (the parquet and
+2. Export: seconds per 1,000 frames of `export_run` on the 1-worker run (copying the
+   cameras' streams into one file each), against the same export without cameras (the parquet and
    metadata part alone) as the baseline.
 
     python benchmarks/bench_lerobot.py [--episodes 2] [--horizon 120] [--task turn_off_stove]
