@@ -6,9 +6,13 @@ before the clock starts). Writers, each timed inside its own fresh process (impo
 generation excluded), interleaved round by round so machine load hits all alike:
 
 * ``lerobot h264`` (baseline): ``LeRobotDataset.create`` + ``add_frame`` + ``save_episode`` +
-  ``finalize`` with create's defaults and robosafe's encoder settings (h264, crf 23, preset
-  veryfast, GOP 2), so the codec work is the same as robosafe's;
-* ``lerobot default``: the same with lerobot's default encoder (libsvtav1, preset 12);
+  ``finalize`` as ``lerobot-record`` sets it up by default (4 image-writer threads per camera,
+  frames kept as PNG until ``save_episode`` encodes them) with robosafe's encoder settings
+  (h264, crf 23, preset veryfast, GOP 2), so the codec work is the same as robosafe's;
+* ``lerobot streaming``: the same with ``streaming_encoding=True`` (frames go to the encoder
+  as they are added, no PNG; ``lerobot-record --dataset.streaming_encoding=true``);
+* ``lerobot default``: the baseline's set-up with lerobot's default encoder (libsvtav1,
+  preset 12);
 * ``robosafe encode``: ``DatasetWriter.add_episode`` + ``close`` encoding the frames
   (``export lerobot --reencode``);
 * ``robosafe copy``: ``DatasetWriter`` copying per-episode h264 mp4s (a run's
@@ -40,7 +44,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 FPS = 20
 TASK = "put the bowl on the plate"
-WRITERS = ("lerobot h264", "lerobot default", "robosafe encode", "robosafe copy")
+WRITERS = ("lerobot h264", "lerobot streaming", "lerobot default", "robosafe encode",
+           "robosafe copy")
 BASELINE = "lerobot h264"
 H264 = {"vcodec": "h264", "crf": 23, "preset": "veryfast", "g": 2}  # robosafe's VideoWriter's
 
@@ -73,7 +78,7 @@ NUMERIC = {"observation.state": {"dtype": "float32", "shape": [8], "names": None
 
 # ------------------------------------------------------------------ one writer, in its process
 
-def run_lerobot(out: Path, data: list, args, default_codec: bool) -> None:
+def run_lerobot(out: Path, data: list, args, default_codec: bool, streaming: bool) -> None:
     from lerobot.configs.video import RGBEncoderConfig
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -82,7 +87,9 @@ def run_lerobot(out: Path, data: list, args, default_codec: bool) -> None:
         features[key] = {"dtype": "video", "shape": [args.size, args.size, 3],
                          "names": ["height", "width", "channels"]}
     ds = LeRobotDataset.create("bench/write", FPS, features, root=out,
-                               rgb_encoder=None if default_codec else RGBEncoderConfig(**H264))
+                               rgb_encoder=None if default_codec else RGBEncoderConfig(**H264),
+                               image_writer_threads=4 * args.cameras,  # lerobot-record's
+                               streaming_encoding=streaming)
     for numeric, videos in data:
         for t in range(args.frames):
             frame = {"task": TASK, **{k: v[t] for k, v in videos.items()}}
@@ -129,9 +136,17 @@ def worker(args) -> None:
     tmp = Path(args.tmp)
     sources = run_sources(tmp / "run", data) if args.worker == "robosafe copy" else None
     out = tmp / "ds"
+    # imports are not writing: loaded before the clock (lerobot's pull in torch, seconds)
+    if args.worker.startswith("lerobot"):
+        import lerobot.configs.video
+        import lerobot.datasets.lerobot_dataset  # noqa: F401
+    else:
+        import robosafe.formats.lerobot  # noqa: F401
+    import av  # noqa: F401
     t0 = time.perf_counter()
     if args.worker.startswith("lerobot"):
-        run_lerobot(out, data, args, default_codec=args.worker == "lerobot default")
+        run_lerobot(out, data, args, default_codec=args.worker == "lerobot default",
+                    streaming=args.worker == "lerobot streaming")
     else:
         run_robosafe(out, data, args, sources)
     seconds = time.perf_counter() - t0
@@ -183,7 +198,7 @@ def main() -> None:
     for name in WRITERS:
         fps = statistics.median(rates[name])
         tag = "baseline" if name == BASELINE else f"x{fps / base:.2f} vs {BASELINE}"
-        print(f"  {name:16s}: {fps:7.0f} frames/s  ({tag}; videos {sizes[name] / 1e3:.0f} kB)")
+        print(f"  {name:17s}: {fps:7.0f} frames/s  ({tag}; videos {sizes[name] / 1e3:.0f} kB)")
     print(f"cpu cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
 
 
