@@ -15,6 +15,7 @@ from robosafe.cli import (
     fail,
     out_option,
     user_errors,
+    warn,
     workers_option,
 )
 from robosafe.cli import run as R
@@ -43,7 +44,7 @@ def _report(res, as_json: bool, extra: dict | None = None) -> None:
     """The summary; exit 2 after it when an episode that should be in the dataset is not
     (the dataset holds the others): a partial export must not look like a clean one."""
     for w in res.warnings:
-        typer.echo(f"robosafe: warning: {w}", err=True)
+        warn(w)
     for cell, why in res.skipped.items():
         typer.echo(f"robosafe: not exported: {cell}: {why}", err=True)
     failed = res.failed
