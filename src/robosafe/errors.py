@@ -49,6 +49,15 @@ class TraceError(RobosafeError):
         return (": ".join(where) + ": " if where else "") + self.message
 
 
+def error_record(err: Exception) -> dict:
+    """An error as a JSON record (``errors`` of the metrics output): a :class:`TraceError`'s
+    source, episode and field, and for every error its message and full text."""
+    if isinstance(err, TraceError):
+        return {"source": err.source, "episode": err.episode, "field": err.field,
+                "message": err.message, "text": str(err)}
+    return {"message": str(err), "text": str(err)}
+
+
 class DatasetError(RobosafeError):
     """A dataset (LeRobot v3.0) is malformed or unsafe to read; names the file and field."""
 
