@@ -63,10 +63,10 @@ def test_score_run_leaves_a_missing_trace_unknown_and_names_it(broken):
     assert [e.score is None for e in scored.episodes] == [False, False, True, True]
     assert [s.safe for s in scored.scores] == [True, False]
     row_file = run.outcome_path(Cell("task_0", GONE, GONE))
-    assert scored.gaps == [f"{row_file}: a finished episode, but its trace {gone} is missing; "
-                           "not scored"]
-    assert scored.notes == [f"{run.path}: 1 crashed episode(s) have no trace to score (their "
-                            "rows are in outcomes.csv)"]
+    assert scored.gaps == [(f"{row_file}: a finished episode, but its trace {gone} is missing; "
+                           "not scored")]
+    assert scored.notes == [(f"{run.path}: 1 crashed episode(s) have no trace to score (their "
+                            "rows are in outcomes.csv)")]
 
 
 def test_score_report_and_store_apply_the_same_rule(broken, tmp_path):
@@ -74,7 +74,7 @@ def test_score_report_and_store_apply_the_same_rule(broken, tmp_path):
     from robosafe.report.html import load_run, write_report
     from robosafe.runner.store import Store
 
-    run, gone = broken
+    run, _gone = broken
     (line,) = score_run(run.path).gaps
 
     errors = []
@@ -124,8 +124,8 @@ def test_count_once_drops_a_repeated_input(tmp_path):
                              on_error=errors.append))
     assert [s.episode_id for s in scores] == ["e0", "e1", "e2"]
     assert [str(e) for e in errors] == [
-        "again: 3 episode(s) already read from a (same benchmark, policy, task, episode_id, "
-        "instance, seed); counted once"]
+        ("again: 3 episode(s) already read from a (same benchmark, policy, task, episode_id, "
+        "instance, seed); counted once")]
     with pytest.raises(RobosafeError, match="already read from a"):
         list(count_once([("a", score_files([path])), ("again", score_files([path]))]))
 
