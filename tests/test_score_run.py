@@ -65,6 +65,10 @@ def test_score_run_leaves_a_missing_trace_unknown_and_names_it(broken):
     row_file = run.outcome_path(Cell("task_0", GONE, GONE))
     assert scored.gaps == [(f"{row_file}: a finished episode, but its trace {gone} is missing; "
                            "not scored")]
+    # two worker processes give the same scores, each on its own row
+    two = score_run(run.path, workers=2)
+    assert [(e.cell, e.score and e.score.robustness) for e in two.episodes] == \
+        [(e.cell, e.score and e.score.robustness) for e in scored.episodes]
     assert scored.notes == [(f"{run.path}: 1 crashed episode(s) have no trace to score (their "
                             "rows are in outcomes.csv)")]
 

@@ -20,6 +20,7 @@ from robosafe.log import NOTE
 from robosafe.runner.rundir import RunDir, open_run, read_outcome_row
 from robosafe.safety.score import EpisodeScore, Scorer, file_warnings, score_stream
 from robosafe.stats.outcomes import OutcomeRow
+from robosafe.trace.episode import Episode
 
 log = logging.getLogger(__name__)
 
@@ -102,35 +103,38 @@ def score_run(run_dir: str | Path | RunDir, *, variant: str = "default", workers
         on_error(err)
 
     scorer = Scorer(variant=variant)
-    todo: list[tuple[int, object]] = []  # (row position, prepared episode)
-    failed: set[int] = set()
-    for i, (p, row) in enumerate(rows):
-        trace = run.path / "traces" / f"{p.stem}.jsonl"
-        if row.crashed or not trace.is_file():
-            continue
-        try:
-            ep = _one_episode(trace, row)
-            scorer.prepare(ep)  # task resolution errors here, so scoring below cannot fail
-        except RobosafeError as err:
-            failed.add(i)
-            report(err if str(trace) in str(err) else RobosafeError(f"{trace}: {err}"))
-            continue
-        todo.append((i, ep))
+    order: list[int] = []  # the row of each episode handed to scoring, in order
+
+    def episodes() -> Iterator[Episode]:
+        """The finished episodes' traces, read as scoring asks for them (memory stays bounded
+        by the scoring chunks, not the run)."""
+        for i, (p, row) in enumerate(rows):
+            trace = run.path / "traces" / f"{p.stem}.jsonl"
+            if row.crashed or not trace.is_file():
+                continue
+            try:
+                ep = _one_episode(trace, row)
+                scorer.prepare(ep)  # task resolution errors here, so scoring cannot fail
+            except RobosafeError as err:
+                report(err if str(trace) in str(err) else RobosafeError(f"{trace}: {err}"))
+                continue
+            order.append(i)
+            yield ep
+
     scores: dict[int, EpisodeScore] = {}
-    stream = score_stream((ep for _, ep in todo), variant=variant, workers=workers)
-    for (i, _), s in zip(todo, stream, strict=True):
-        scores[i] = s
-    episodes, gaps = [], []
+    for k, s in enumerate(score_stream(episodes(), variant=variant, workers=workers)):
+        scores[order[k]] = s
+    every, gaps = [], []
     for i, (p, row) in enumerate(rows):
         trace = run.path / "traces" / f"{p.stem}.jsonl"
         if not row.crashed and not trace.is_file():
             gaps.append(_gap(p, trace))
-        episodes.append(RunEpisode(p.stem, p, row, trace, scores.get(i)))
+        every.append(RunEpisode(p.stem, p, row, trace, scores.get(i)))
     warnings = file_warnings(str(run.path / "traces"), list(scores.values()))
-    return RunScores(run, episodes, gaps, notes, warnings)
+    return RunScores(run, every, gaps, notes, warnings)
 
 
-def _one_episode(trace: Path, row: OutcomeRow):
+def _one_episode(trace: Path, row: OutcomeRow) -> Episode:
     """The one episode of a run's trace file, checked against its outcome row."""
     from robosafe.trace.io import read_episodes
 
