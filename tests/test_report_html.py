@@ -320,7 +320,8 @@ def test_cli_errors_are_one_line(runs, tmp_path):
     victim.unlink()
     proc = cli(broken, "--out", tmp_path / "z.html")
     assert proc.returncode == 2 and str(victim) in proc.stderr
-    assert "trace missing" in proc.stderr
+    assert f"its trace {victim} is missing; not scored" in proc.stderr
+    assert "without its trace (not scored)" in (tmp_path / "z.html").read_text()
 
 
 def _rate(k, n):

@@ -4,8 +4,11 @@ The public API, importable from here (each name loads its module on first use, s
 robosafe`` stays as light as the CLI's start-up):
 
 - traces: :func:`read_episodes`, :func:`write_episodes`, :class:`Episode`
-- safety: :func:`score_episodes` (STL scoring, SafeVLA-Bench Sec. 3), :func:`cell_metrics`
-  (SR / Safety / SBU / P[U|S] / VSI with intervals, Sec. 3.3 and App. E)
+- safety: :func:`score_episodes` (STL scoring, SafeVLA-Bench Sec. 3), :func:`score_paths`
+  (what ``robosafe score`` scores: trace files, run directories, LeRobot datasets, each
+  episode once), :func:`score_run` (one run directory, :class:`RunScores`),
+  :func:`cell_metrics` (SR / Safety / SBU / P[U|S] / VSI with intervals, Sec. 3.3 and App. E,
+  a :class:`CellMetrics`), :func:`metrics_output` (the App. B metrics JSON)
 - statistics: :func:`wilson_interval`, :func:`paired_wald_test` (the audit's App. C),
   :func:`cutoff_table` and :func:`classify_gain` (top-line significance cutoffs, App. C.3-C.4)
 - evaluation: :class:`RunConfig`, :func:`prepare`, :func:`execute` (a policy on tasks, into a
@@ -24,7 +27,13 @@ _API = {
     "read_episodes": "robosafe.trace.io",
     "write_episodes": "robosafe.trace.io",
     "score_episodes": "robosafe.safety.score",
+    "score_paths": "robosafe.runner.scoring",
+    "score_run": "robosafe.runner.scoring",
+    "RunScores": "robosafe.runner.scoring",
     "cell_metrics": "robosafe.stats.aggregate",
+    "CellMetrics": "robosafe.stats.aggregate",
+    "metrics_output": "robosafe.stats.aggregate",
+    "OutcomeRow": "robosafe.stats.outcomes",
     "wilson_interval": "robosafe.stats.intervals",
     "paired_wald_test": "robosafe.stats.wald",
     "cutoff_table": "robosafe.stats.cutoffs",

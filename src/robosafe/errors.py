@@ -49,8 +49,39 @@ class TraceError(RobosafeError):
         return (": ".join(where) + ": " if where else "") + self.message
 
 
+def error_record(err: Exception) -> dict:
+    """An error as a JSON record (``errors`` of the metrics output): a :class:`TraceError`'s
+    source, episode and field, and for every error its message and full text."""
+    if isinstance(err, TraceError):
+        return {"source": err.source, "episode": err.episode, "field": err.field,
+                "message": err.message, "text": str(err)}
+    return {"message": str(err), "text": str(err)}
+
+
 class DatasetError(RobosafeError):
-    """A dataset (LeRobot v3.0) is malformed or unsafe to read; names the file and field."""
+    """A dataset (a LeRobot v3.0 dataset, a TouchSafeBench episode or its root) is malformed or
+    unsafe to read. The message names the file and field; a TouchSafeBench error also keeps
+    ``path`` (the offending file, prefixed to the message), ``episode_dir`` and ``file``, and
+    ``line`` / ``column`` of a JSON syntax error. Pickles across worker processes (as its one
+    line of text)."""
+
+    def __init__(self, message: str, *, path: str | None = None, episode_dir: str | None = None,
+                 file: str | None = None, line: int | None = None, column: int | None = None):
+        self.message = message
+        self.path = path
+        self.episode_dir = episode_dir
+        self.file = file
+        self.line = line
+        self.column = column
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = located(self.path or "", self.line, self.column)
+        return f"{where}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("message", "path", "episode_dir", "file", "line",
+                                              "column")}
 
 
 class SpecError(RobosafeError):
@@ -79,3 +110,20 @@ class TaskError(RobosafeError):
     def __str__(self) -> str:
         where = located(self.source or "<text>", self.line, self.column)
         return f"{where}: {self.message}"
+
+
+class EndpointError(RobosafeError):
+    """A VLM endpoint cannot serve any clip (unreachable, auth rejected, unknown URL or model)."""
+
+
+class ChatRequestError(RobosafeError):
+    """One VLM request failed for good (recorded on that clip, the run goes on)."""
+
+
+class AskInterrupted(RobosafeError):
+    """Ctrl-C while asking a VLM about clips; ``answers`` holds the records completed before
+    it."""
+
+    def __init__(self, answers: list, total: int):
+        super().__init__(f"interrupted: {len(answers)} of {total} clips answered")
+        self.answers, self.total = answers, total

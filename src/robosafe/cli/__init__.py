@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,10 @@ from typing import Any
 import typer
 
 from robosafe.errors import RobosafeError
+from robosafe.log import install_stderr_lines
+
+# Library warnings and notes are log records; the CLI prints each as its one stderr line.
+install_stderr_lines()
 
 
 def _hide_flag_types() -> None:
@@ -55,6 +60,8 @@ def _hide_hidden_arguments() -> None:
 
 _hide_hidden_arguments()
 
+_log = logging.getLogger("robosafe.cli")
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate robot policies beyond task success.")
 specs_app = typer.Typer(no_args_is_help=True, help="Inspect the safety spec registry.")
@@ -90,7 +97,7 @@ def user_errors(fn: Callable) -> Callable:
 
 def warn(message: str) -> None:
     """One warning line on stderr (never stdout, which may carry --json)."""
-    typer.echo(f"robosafe: warning: {message}", err=True)
+    _log.warning("%s", message)
 
 
 # One CLI grammar (docs/decisions.md "One CLI grammar"): -n/--episodes counts, -j/--workers

@@ -18,6 +18,7 @@ from robosafe.cli import (
     out_option,
     resolve_workers,
     user_errors,
+    warn,
     workers_option,
 )
 from robosafe.errors import DEEP_JSON, RobosafeError
@@ -82,7 +83,7 @@ def _skipped(errors: list[str]) -> Callable[[Exception], None]:
 
 
 def _warn(message: str) -> None:
-    typer.echo(f"robosafe: warning: {message}", err=True)
+    warn(message)
 
 
 @grounding_app.command("index")

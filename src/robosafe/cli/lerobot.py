@@ -15,6 +15,7 @@ from robosafe.cli import (
     fail,
     out_option,
     user_errors,
+    warn,
     workers_option,
 )
 from robosafe.cli import run as R
@@ -47,7 +48,7 @@ def _report(res, as_json: bool, extra: dict | None = None) -> None:
     """The summary; exit 2 after it when an episode that should be in the dataset is not
     (the dataset holds the others): a partial export must not look like a clean one."""
     for w in res.warnings:
-        typer.echo(f"robosafe: warning: {w}", err=True)
+        warn(w)
     for cam, how in res.videos.items():  # copied is lossless; re-encoded is a second lossy pass
         typer.echo(f"robosafe: {cam}: {how}", err=True)
     for cell, why in res.skipped.items():

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from robosafe.cli import run as R
 from robosafe.cli.audit import audit_app
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
+from robosafe.log import NOTE
 
 # Options both diagnostics take (one declaration, one meaning).
 EVAL_EPISODES = typer.Option(10, "--episodes", "-n", min=1,
@@ -80,7 +82,7 @@ def _pct(r: dict[str, Any] | None) -> str:
 
 
 def _note(line: str) -> None:
-    typer.echo(f"robosafe: note: {line}", err=True)
+    logging.getLogger("robosafe.cli").log(NOTE, "%s", line)
 
 
 @audit_app.command("shortcut")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from robosafe.cli import app, resolve_workers, user_errors, workers_option
+from robosafe.cli import EXIT_USER_ERROR, app, resolve_workers, user_errors, warn, workers_option
 
 
 @app.command()
@@ -27,11 +27,21 @@ def report(
     """Write an HTML report: SR / Safety / SBU / P[U|S] / VSI / CC with 95% intervals,
     SR-vs-Safety figure, per-spec and per-task breakdowns, perturbation curves, crashes.
 
-    The file is self-contained (no scripts, no external links); its path is printed.
+    The file is self-contained (no scripts, no external links); its path is printed. A finished
+    episode whose trace is missing is named on stderr and left out (its safety is unknown);
+    the report is still written and the exit status is 2.
     """
     from robosafe.report.html import write_report
 
+    gaps: list[str] = []
+
+    def gap(line: str) -> None:
+        gaps.append(line)
+        warn(line)
+
     workers = resolve_workers(workers)
     path = write_report(run_dirs, out, title=title, n_boot=bootstrap, seed=seed,
-                        workers=workers, diagnostics=diagnostics or ())
+                        workers=workers, diagnostics=diagnostics or (), warn=gap)
     typer.echo(str(path))
+    if gaps:
+        raise typer.Exit(EXIT_USER_ERROR)

@@ -70,12 +70,12 @@ def ingest(
             # One bad directory must not stop the batch: report it and go on (exit 2 after).
             gaps: list[str] = []
 
-            def warn(line: str, gaps: list[str] = gaps) -> None:
+            def gap(line: str, gaps: list[str] = gaps) -> None:
                 gaps.append(line)
-                typer.echo(f"robosafe: warning: {line}", err=True)
+                warn(line)
 
             try:
-                rid = store.ingest(d, run_id=run_id, replace=replace, warn=warn)
+                rid = store.ingest(d, run_id=run_id, replace=replace, warn=gap)
             except RobosafeError as err:
                 typer.echo(f"robosafe: error: {err}", err=True)
                 failed += 1

@@ -19,7 +19,7 @@ from robosafe.cli import (
     user_errors,
     workers_option,
 )
-from robosafe.errors import RobosafeError, TraceError
+from robosafe.errors import RobosafeError
 from robosafe.report import tables as T
 from robosafe.safety.registry import load_registry, variant_names
 
@@ -33,89 +33,6 @@ def example_paths() -> list[Path]:
     root = resources.files("robosafe").joinpath("examples")
     return sorted(Path(str(p)) for p in root.iterdir()
                   if p.name.endswith((".parquet", ".jsonl", ".json")))
-
-
-def _error_record(err: RobosafeError) -> dict:
-    if isinstance(err, TraceError):
-        return {"source": err.source, "episode": err.episode, "field": err.field,
-                "message": err.message, "text": str(err)}
-    return {"message": str(err), "text": str(err)}
-
-
-def _dataset_episodes(path: Path, on_error) -> list:
-    """A LeRobot dataset's episodes as traces; what it lacks is reported once (stderr)."""
-    from robosafe.formats.lerobot import Dataset
-    from robosafe.formats.traces import read_traces
-
-    imp = read_traces(Dataset(path))
-    for line in imp.lines(str(path)):
-        typer.echo(f"robosafe: {line}", err=True)
-    for err in imp.errors:
-        on_error(err)
-    if imp.profile == "robosafe":
-        return imp.episodes
-    return _registry_tasks(imp.episodes, imp.profile, str(path))
-
-
-def _registry_tasks(episodes: list, profile: str, source: str) -> list:
-    """Tie another tool's task strings to registry tasks: the profile's benchmarks are searched
-    for an entry whose name is the task (LIBERO-10 names carry a scene prefix). A task found
-    nowhere is scored with an empty task-tag record (only specs its signals back) and said so."""
-    from dataclasses import replace
-
-    from robosafe.formats.traces import profile_benchmarks
-    from robosafe.trace.episode import TaskTags
-
-    reg = load_registry()
-    found: dict[str, tuple[str, str] | None] = {}
-    for ep in episodes:
-        if ep.task_id in found:
-            continue
-        hit = None
-        for bench in profile_benchmarks(profile):
-            for e in reg.tasks.get(bench, {}).get("entries", []):
-                name = str(e.get("name", ""))
-                if ep.task_id in (name, e.get("id")) or name.lower().endswith("_" + ep.task_id):
-                    hit = (bench, e["id"])
-                    break
-            if hit:
-                break
-        found[ep.task_id] = hit
-        if hit is None:
-            typer.echo(f"robosafe: {source}: task {ep.task_id!r} is in no {profile} registry "
-                       "entry: scored without task tags (only the specs its signals back)",
-                       err=True)
-    out = []
-    for ep in episodes:
-        hit = found[ep.task_id]
-        out.append(replace(ep, benchmark=hit[0], task_id=hit[1],
-                           meta={**ep.meta, "task_name": ep.task_id}) if hit
-                   else replace(ep, task_tags=TaskTags()))
-    return out
-
-
-def _expand(path: str, errors: list[RobosafeError]) -> list[str]:
-    """A run directory (``robosafe run``) stands for the traces its outcome rows say finished;
-    a finished episode without its trace is an error (appended to ``errors``), other files and
-    rows that are not episodes to score get a note line."""
-    from robosafe.runner.rundir import is_run_dir, open_run
-
-    if not is_run_dir(path):
-        return [path]
-    traces, gaps, notes = open_run(path).finished_traces()
-    for line in notes:
-        typer.echo(f"robosafe: note: {line}", err=True)
-    for line in gaps:
-        errors.append(RobosafeError(line))
-        typer.echo(f"robosafe: skipped: {line}", err=True)
-    if not traces and not gaps:
-        fail(f"{path}: the run has no finished episodes to score")
-    return [str(p) for p in traces]
-
-
-def _identity(s) -> tuple:
-    """What makes two scored episodes the same episode (read twice, not run twice)."""
-    return (s.benchmark, s.policy, s.task_id, s.episode_id, s.instance_id, s.seed)
 
 
 @app.command()
@@ -149,7 +66,7 @@ def score(
     Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
     the exit status is 2 if anything was skipped.
     """
-    from robosafe.safety.score import score_files
+    from robosafe.runner.scoring import score_paths
     from robosafe.stats import aggregate as agg
     from robosafe.stats.outcomes import write_outcomes
 
@@ -163,78 +80,35 @@ def score(
     if wanted - set(TABLES):
         fail(f"--table: unknown {', '.join(sorted(wanted - set(TABLES)))}; choose from "
              f"{', '.join(TABLES)} or all")
-    from robosafe.formats.lerobot import is_dataset
-
-    datasets = [p for p in (paths or []) if is_dataset(p)]
-    errors: list[RobosafeError] = []
-    files = ([f for p in (paths or []) if not is_dataset(p) for f in _expand(str(p), errors)]
-             + (example_paths() if example else []))
-    if not files and not datasets and not errors:
+    inputs = list(paths or []) + (example_paths() if example else [])
+    if not inputs:
         fail("no trace files given (pass PATH... or --example)")
+    errors: list[RobosafeError] = []
 
     def on_error(err: RobosafeError) -> None:
         errors.append(err)
         typer.echo(f"robosafe: skipped: {err}", err=True)
 
-    def warn(line: str) -> None:
-        typer.echo(f"robosafe: warning: {line}", err=True)
-
-    from robosafe.safety.score import score_stream
-
-    def dataset_scores():
-        for d in datasets:
-            try:  # a dataset robosafe cannot read is skipped; the other inputs are scored
-                episodes = _dataset_episodes(d, on_error)
-            except RobosafeError as err:
-                on_error(err)
-                continue
-            # episodes with no usable family are unscored and said so below, as for traces
-            yield from score_stream(episodes, variant=tier, on_error=on_error)
-
-    workers = resolve_workers(workers)
     quiet = as_json or not sys.stderr.isatty()
     with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as bar:
         task = bar.add_task("scoring", total=None)
         scores = []
-        first_read: dict[tuple, tuple[int, str]] = {}  # identity -> (input position, file)
-        for pos, f in enumerate(files):
-            repeats, first = 0, None
-            for s in score_files([f], variant=tier, workers=workers, on_error=on_error,
-                                 on_warning=warn):
-                seen = first_read.setdefault(_identity(s), (pos, str(f)))
-                if seen[0] != pos:  # an input given twice must not count its episodes twice
-                    repeats, first = repeats + 1, first or seen[1]
-                    continue
-                scores.append(s)
-                bar.advance(task)
-            if repeats:
-                on_error(RobosafeError(
-                    f"{f}: {repeats} episode(s) already read from {first} (same benchmark, "
-                    "policy, task, episode_id, instance, seed); counted once"))
-        for s in dataset_scores():
+        for s in score_paths(inputs, variant=tier, workers=resolve_workers(workers),
+                             on_error=on_error):
             scores.append(s)
             bar.advance(task)
     if not scores:
         fail(f"no episode could be scored ({len(errors)} skipped)")
 
-    cells = agg.cells(scores, by, n_boot=bootstrap, seed=seed)
-    breakdowns = {
-        "spec_violation_rates": agg.spec_violation_rates(scores, by, reg, n_boot=bootstrap,
-                                                         seed=seed),
-        "sbu_composition": agg.sbu_composition(scores, by),
-        "phase_violations": agg.phase_violations(scores, by),
-        "per_task": agg.per_task(scores, by),
-        "threshold_sensitivity": agg.threshold_sensitivity(scores, by, reg),
-    }
     if as_json or out:
-        payload = {
-            "episodes": [s.to_record(reg) for s in scores],
-            "aggregate": agg.cell_metrics(scores, n_boot=bootstrap, seed=seed),
-            "variant": tier, "group_by": list(by), "cells": cells,
-            "breakdowns": breakdowns, "errors": [_error_record(e) for e in errors],
-        }
+        payload = agg.metrics_output(scores, variant=tier, by=by, registry=reg,
+                                     n_boot=bootstrap, seed=seed, errors=errors)
+        cells, breakdowns = payload["cells"], payload["breakdowns"]
         emit_json(payload, out, as_json)
+    else:
+        cells = agg.cells(scores, by, n_boot=bootstrap, seed=seed)
+        breakdowns = agg.breakdowns(scores, by, reg, n_boot=bootstrap, seed=seed)
     if figure:
         from robosafe.report.figures import success_safety_figure
 

@@ -97,7 +97,7 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
         results.append({"file": str(path), "ok": not errors, "summary": summary,
                         "errors": [str(e) for e in errors], "warnings": warns})
         for w in warns:
-            typer.echo(f"robosafe: warning: {w}", err=True)
+            warn(w)
         for e in errors:
             typer.echo(f"robosafe: error: {e}", err=True)
     if as_json:

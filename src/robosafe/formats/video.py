@@ -10,7 +10,7 @@ the dataset holds the run's own frames rather than a second lossy encoding of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -30,12 +30,21 @@ at most one other frame."""
 PIX_FMT = "yuv420p"
 
 
-def _av():
+def _av(need: str = "camera videos need"):
     try:
         import av
     except ImportError:
-        raise RobosafeError("camera videos need PyAV: pip install 'robosafe[video]'") from None
+        raise RobosafeError(f"{need} PyAV: pip install 'robosafe[video]'") from None
     return av
+
+
+def available() -> bool:
+    """Whether PyAV (the ``video`` extra) is installed."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def require_video() -> None:
@@ -48,7 +57,8 @@ class VideoWriter:
     """Append RGB frames (H, W, 3) uint8 to one mp4 file."""
 
     def __init__(self, path: str | Path, fps: int, height: int, width: int,
-                 codec: str = CODEC):
+                 codec: str = CODEC, *, gop: int | None = GOP, bit_rate: int | None = None):
+        """``gop`` None and ``bit_rate`` None keep the codec's own defaults."""
         av = _av()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +68,10 @@ class VideoWriter:
         self._stream.width, self._stream.height = width, height
         self._stream.pix_fmt = PIX_FMT
         self._stream.time_base = Fraction(1, fps)
-        self._stream.codec_context.gop_size = GOP
+        if gop is not None:
+            self._stream.codec_context.gop_size = gop
+        if bit_rate is not None:
+            self._stream.bit_rate = bit_rate
         self._stream.options = dict(OPTIONS.get(codec, {}))
         self.frames = 0
 
@@ -79,6 +92,39 @@ class VideoWriter:
         for packet in self._stream.encode():
             self._out.mux(packet)
         self._out.close()
+
+
+def write_video(path: str | Path, frames: Iterable[np.ndarray], fps: int, *,
+                codec: str = CODEC, gop: int | None = GOP, bits_per_pixel: float | None = None,
+                min_bit_rate: int = 0) -> int:
+    """Encode RGB frames (H, W, 3 uint8, the size of the first) into one mp4; returns the
+    number of frames (0 writes no file). ``bits_per_pixel`` sets the bit rate to
+    ``max(min_bit_rate, H * W * fps * bits_per_pixel)``."""
+    _av(f"{path}: writing a video needs")
+    writer = None
+    try:
+        for img in frames:
+            if writer is None:
+                h, w = img.shape[:2]
+                rate = (None if bits_per_pixel is None
+                        else max(min_bit_rate, int(h * w * fps * bits_per_pixel)))
+                writer = VideoWriter(path, fps, h, w, codec, gop=gop, bit_rate=rate)
+            writer.add(img)
+    finally:
+        if writer is not None:
+            writer.close()
+    return 0 if writer is None else writer.frames
+
+
+def frame_count(path: str | Path) -> int:
+    """The number of frames of an mp4 (from its header, else by decoding)."""
+    av = _av()
+    container, stream = _open(av, path)
+    with container:
+        try:
+            return int(stream.frames or sum(1 for _ in container.decode(stream)))
+        except (OSError, av.error.FFmpegError) as exc:
+            raise RobosafeError(f"{path}: undecodable video: {_why(exc)}") from None
 
 
 def _open(av, path: str | Path):

@@ -46,7 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import (
+    AskInterrupted,
+    ChatRequestError,
+    EndpointError,
+    RobosafeError,
+)
 from robosafe.grounding.dataset import clip_episode_dir
 from robosafe.grounding.prompts import (
     build_prompt,
@@ -78,20 +83,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-class EndpointError(RobosafeError):
-    """The endpoint cannot serve any clip (unreachable, auth rejected, unknown URL or model)."""
-
-
-class ChatRequestError(RobosafeError):
-    """One request failed for good (recorded on that clip, the run goes on)."""
-
-
-class AskInterrupted(RobosafeError):
-    """Ctrl-C during :func:`ask_clips`; ``answers`` holds the records completed before it."""
-
-    def __init__(self, answers: list[dict[str, Any]], total: int):
-        super().__init__(f"interrupted: {len(answers)} of {total} clips answered")
-        self.answers, self.total = answers, total
 
 
 class _Retryable(Exception):

@@ -36,7 +36,8 @@ import hashlib
 import io
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -235,34 +236,29 @@ def topdown_image(episode_dir: str | os.PathLike[str],
 
 def _video_frames(video: Path, wanted: Sequence[int]) -> list[np.ndarray | None]:
     """Frames ``wanted`` of a video (None past its end), plus its length check by the caller."""
+    from robosafe.formats.video import available, read_frames
+
     if not video.is_file():
         raise RobosafeError(f"{video}: missing file; the top-down representation is unavailable "
                             f"for this episode")
-    try:
-        import av
-    except ImportError:
+    if not available():
         raise RobosafeError(
             f"{video}: decoding the top-down video needs PyAV (pip install 'robosafe[video]'), "
-            f"or extract one frame to {video.parent / 'topdown.png'} first") from None
-    out: dict[int, np.ndarray] = {}
-    try:
-        with av.open(str(video)) as container:
-            for i, frame in enumerate(container.decode(video=0)):
-                if i in wanted:
-                    out[i] = frame.to_ndarray(format="rgb24")
-                if i >= max(wanted):
-                    break
-    except (OSError, av.error.FFmpegError) as err:
-        raise RobosafeError(f"{video}: cannot decode a frame ({err})") from None
+            f"or extract one frame to {video.parent / 'topdown.png'} first")
+    with _decoding(video):
+        out = dict(enumerate(read_frames(video, 0, max(wanted) + 1)))
     return [out.get(i) for i in wanted]
 
 
-def _video_length(video: Path) -> int:
-    import av
-
-    with av.open(str(video)) as container:
-        stream = container.streams.video[0]
-        return int(stream.frames or sum(1 for _ in container.decode(video=0)))
+@contextmanager
+def _decoding(video: Path) -> Iterator[None]:
+    """formats.video's errors said as this representation says them: the video named, then
+    why no frame came out of it."""
+    try:
+        yield
+    except RobosafeError as err:
+        why = str(err).removeprefix(f"{video}: ")
+        raise RobosafeError(f"{video}: cannot decode a frame ({why})") from None
 
 
 TOPDOWN_PX, _ROBOT_RGB, _HUMAN_RGB = 256, (220, 40, 40), (40, 70, 220)
@@ -315,14 +311,12 @@ def _clip_topdown(ep: Path, frames: list[int]) -> ClipImage:
 
 def _synchronised(video: Path, n_steps: int) -> bool:
     """Whether the video has one frame per step. Without PyAV the map alone is the picture."""
-    try:
-        import av
-    except ImportError:
+    from robosafe.formats.video import available, frame_count
+
+    if not available():
         return False
-    try:
-        return _video_length(video) == n_steps
-    except (OSError, av.error.FFmpegError, IndexError) as err:
-        raise RobosafeError(f"{video}: cannot decode a frame ({err})") from None
+    with _decoding(video):
+        return frame_count(video) == n_steps
 
 
 def depth_to_gray(depth_m: np.ndarray) -> np.ndarray:

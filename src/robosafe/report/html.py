@@ -18,7 +18,8 @@ import base64
 import html
 import io
 import json
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,11 +35,15 @@ import robosafe
 from robosafe.errors import RobosafeError
 from robosafe.report.figures import _errors, pareto_frontier
 from robosafe.report.tables import num_ci, pct, pct_ci
-from robosafe.runner.rundir import Cell, RunDir, level_of, open_run
+from robosafe.runner.rundir import RunDir
+from robosafe.runner.scoring import score_run
 from robosafe.safety.registry import Registry, load_registry
-from robosafe.safety.score import EpisodeScore, score_files
+from robosafe.safety.score import EpisodeScore
 from robosafe.stats import aggregate as agg
 from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
+from robosafe.stats.outcomes import OutcomeRow
+
+log = logging.getLogger(__name__)
 
 LEVEL_AXES = {"language_level": "W", "visual_level": "V"}
 # Single-column width of a two-column paper's full text (about 6.5 in) at print resolution.
@@ -69,64 +74,47 @@ code { font-size: 0.95em; }
 
 @dataclass
 class RunResult:
-    """One run directory: its finished episodes (outcome rows aligned with their scores), its
-    crashed outcome rows, and its main-table metrics."""
+    """One run directory: its scored finished episodes (outcome rows aligned with their
+    scores), its crashed outcome rows, the lines naming finished episodes whose trace is
+    missing (safety unknown: in no denominator), and its main-table metrics."""
 
     run: RunDir
     label: str
-    rows: list[dict[str, Any]]
+    rows: list[OutcomeRow]
     scores: list[EpisodeScore]
-    crashed: list[dict[str, Any]]
+    crashed: list[OutcomeRow]
     metrics: dict[str, Any] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
 
     @property
     def policy(self) -> str:
         return self.run.policy_name or "-"
 
 
-def _cost(row: dict[str, Any]) -> float | None:
-    v = row.get("cumulative_cost")
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise RobosafeError(f"outcome row of {Cell.of_row(row).name}: cumulative_cost {v!r} is not a "
-                            "number") from None
-
-
 def load_run(path: str | Path, *, label: str | None = None, workers: int = 1) -> RunResult:
-    """Open a run directory and score the traces of its finished episodes.
+    """Open a run directory and score the traces of its finished episodes
+    (``runner.scoring.score_run``, whose rule for a missing trace applies: see ``gaps``).
 
-    A finished episode whose trace is missing, a trace that does not hold exactly that
-    episode, or a run without any finished episode is an error naming the file or run.
+    A trace that does not hold exactly its row's episode, or a run without any scored
+    finished episode, is an error naming the file or run.
     """
-    run = open_run(path)
-    finished, crashed = [], []
-    for row in run.outcomes():
-        (crashed if row.get("error_type") else finished).append(row)
-    if not finished:
+    scored = score_run(path, workers=workers)
+    run = scored.run
+    crashed = [e.row for e in scored.crashed]
+    if not scored.finished:
         raise RobosafeError(f"{run.path}: no finished episodes to report"
                             + (f" ({len(crashed)} crashed)" if crashed else
                                " (the run has not finished any episode yet)"))
-    paths = []
-    for row in finished:
-        p = run.trace_path(Cell.of_row(row))
-        if not p.is_file():
-            raise RobosafeError(f"{p}: trace missing for a finished episode (its outcome row "
-                                "exists)")
-        paths.append(p)
-    scores = list(score_files(paths, workers=workers))
-    if len(scores) != len(paths):
-        raise RobosafeError(f"{run.path / 'traces'}: expected one episode per trace file, "
-                            f"scored {len(scores)} from {len(paths)} files")
-    for p, row, s in zip(paths, finished, scores):
-        if s.task_id != str(row["task_id"]) or (s.instance_id is not None
-                                                and s.instance_id != row.get("instance_id")):
-            raise RobosafeError(f"{p}: holds episode {s.episode_id!r} of task {s.task_id!r}, "
-                                f"not the outcome row's task {row['task_id']!r} instance "
-                                f"{row.get('instance_id')!r}")
-    return RunResult(run, label or run.run_id, finished, scores, crashed)
+    if not scored.scored:
+        raise RobosafeError(f"{run.path}: no finished episode has its trace "
+                            f"({len(scored.gaps)} missing); nothing to report")
+    return RunResult(run, label or run.run_id, [e.row for e in scored.scored], scored.scores,
+                     crashed, gaps=scored.gaps)
+
+
+def _level(row: OutcomeRow, key: str) -> int:
+    """A perturbation level of a row (unknown = level 0, as ``rundir.level_of`` reads it)."""
+    return getattr(row, key) or 0
 
 
 def mean_with_ci(values: Sequence[float], *, n_boot: int, seed: int
@@ -144,8 +132,8 @@ def mean_with_ci(values: Sequence[float], *, n_boot: int, seed: int
 def run_metrics(r: RunResult, *, n_boot: int, seed: int) -> dict[str, Any]:
     """SR, Safety, SBU, P[U|S], VSI, VSI|U (SafeVLA-Bench Sec. 3.3, Tables 4-5) and CC
     (VLA-Arena Sec. 4.1: mean over episodes of the per-episode cumulative cost)."""
-    m = agg.cell_metrics(r.scores, n_boot=n_boot, seed=seed)
-    costs = [c for c in map(_cost, r.rows) if c is not None]
+    m = agg.cell_metrics(r.scores, n_boot=n_boot, seed=seed).to_dict()
+    costs = [row.cumulative_cost for row in r.rows if row.cumulative_cost is not None]
     m["cc"], m["cc_ci"] = mean_with_ci(costs, n_boot=n_boot, seed=seed)
     m["cc_n"] = len(costs)
     m["crashed"] = len(r.crashed)
@@ -160,7 +148,7 @@ def level_curves(results: Sequence[RunResult], key: str) -> dict[str, list[dict[
     episodes of every run of the same policy are pooled.
     """
     other = next(k for k in LEVEL_AXES if k != key)
-    eps = [(r.policy, level_of(row, key), level_of(row, other), s.success)
+    eps = [(r.policy, _level(row, key), _level(row, other), s.success)
            for r in results for row, s in zip(r.rows, r.scores)]
     base = min(e[2] for e in eps)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -178,7 +166,7 @@ def level_curves(results: Sequence[RunResult], key: str) -> dict[str, list[dict[
 def varied_axes(results: Sequence[RunResult]) -> list[str]:
     """The perturbation axes with more than one level among the finished episodes."""
     return [k for k in LEVEL_AXES
-            if len({level_of(row, k) for r in results for row in r.rows}) > 1]
+            if len({_level(row, k) for r in results for row in r.rows}) > 1]
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -349,26 +337,28 @@ def _figure(b64: str, alt: str, caption: str) -> str:
             f"<figcaption>{_e(caption)}</figcaption></figure>")
 
 
-def _levels_text(rows: list[dict[str, Any]], key: str) -> str:
-    return ",".join(f"{LEVEL_AXES[key]}{v}" for v in sorted({level_of(r, key) for r in rows}))
+def _levels_text(rows: list[OutcomeRow], key: str) -> str:
+    return ",".join(f"{LEVEL_AXES[key]}{v}" for v in sorted({_level(r, key) for r in rows}))
 
 
 def _section_header(results: Sequence[RunResult], title: str, generated: str) -> str:
     policies = list(dict.fromkeys(r.policy for r in results))
     tasks = sorted({s.task_id for r in results for s in r.scores}
-                   | {str(c["task_id"]) for r in results for c in r.crashed if c.get("task_id")})
+                   | {c.task_id for r in results for c in r.crashed if c.task_id})
     n_fin = sum(len(r.scores) for r in results)
     n_crash = sum(len(r.crashed) for r in results)
+    n_gap = sum(len(r.gaps) for r in results)
     meta = (f"{len(results)} run(s) · {len(policies)} policy(ies): {', '.join(policies)} · "
             f"{len(tasks)} task(s) · {n_fin} finished episode(s)"
             + (f", {n_crash} crashed" if n_crash else "")
+            + (f", {n_gap} without its trace (not scored)" if n_gap else "")
             + f" · generated {generated} by robosafe {robosafe.__version__}")
     rows = []
     for r in results:
         cfg = r.run.config
         every = r.rows + r.crashed
         rows.append([r.label, r.policy, cfg.get("suite") or "-",
-                     ", ".join(sorted({str(x["task_id"]) for x in every if x.get("task_id")})),
+                     ", ".join(sorted({x.task_id for x in every if x.task_id})),
                      str(len(r.rows)), str(len(r.crashed)),
                      (f"{_levels_text(every, 'language_level')} / "
                       f"{_levels_text(every, 'visual_level')}"),
@@ -479,8 +469,8 @@ def _section_tasks(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
             e = next((x for x in entries if x["task_id"] == task), None)
             if e is None:
                 continue
-            costs = [c for row, s in zip(r.rows, r.scores) if s.task_id == task
-                     for c in [_cost(row)] if c is not None]
+            costs = [row.cumulative_cost for row, s in zip(r.rows, r.scores)
+                     if s.task_id == task and row.cumulative_cost is not None]
             cc, cc_ci = mean_with_ci(costs, n_boot=n_boot, seed=seed)
             rows.append([task, r.label, Num(str(e["n"]), "n", e["n"]),
                          _pct(e["sr"], e["sr_ci"], "sr"),
@@ -518,9 +508,13 @@ def _section_levels(results: Sequence[RunResult]) -> str:
             + "".join(tables) + "</section>")
 
 
+def _or_dash(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
 def _section_crashed(results: Sequence[RunResult]) -> str:
-    rows = [[r.label, c.get("task_id", "-"), c.get("episode_idx", "-"),
-             c.get("instance_id", "-"), c.get("error_type", "-"), c.get("error", "")]
+    rows = [[r.label, _or_dash(c.task_id), _or_dash(c.episode_idx), _or_dash(c.instance_id),
+             _or_dash(c.error_type), c.error or ""]
             for r in results for c in r.crashed]
     body = (_table(["run", "task", "episode", "instance", "error_type", "message"], rows,
                    table_id="crashed-table") if rows else "<p>No episode crashed.</p>")
@@ -634,7 +628,8 @@ def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: 
 
 def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
                  title: str | None = None, n_boot: int = 10_000, seed: int = 0,
-                 workers: int = 1, diagnostics: Sequence[str | Path] = ()) -> Path:
+                 workers: int = 1, diagnostics: Sequence[str | Path] = (),
+                 warn: Callable[[str], None] | None = None) -> Path:
     """Score the run directories and write one self-contained HTML report; returns its path.
 
     Sections: runs header; main table SR / Safety / SBU / P[U|S] / VSI / VSI|U / CC with 95%
@@ -644,6 +639,9 @@ def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
     A.6, Table 12); SR against W0-W4 / V0-V4 when the runs vary them (VLA-Arena Fig. 2); and
     the benchmark diagnostics given (the shortcut probe's and demonstrator's SR per task, the
     data-source comparison: paper 002 Sec. 3 and 6); the crashed episodes with their error_type.
+
+    ``warn`` (default: the logger) gets one line per finished episode whose trace is missing;
+    the report is still written, with that episode in no denominator.
     """
     diags = load_diagnostics(diagnostics)
     if not run_dirs:
@@ -656,6 +654,8 @@ def write_report(run_dirs: Sequence[str | Path], out_path: str | Path, *,
             raise RobosafeError(f"{d}: run directory given twice (also as {seen[key]})")
         seen[key] = str(d)
         r = load_run(d, workers=workers)
+        for line in r.gaps:
+            (warn or log.warning)(line)
         labels = {x.label for x in results}
         if r.label in labels:  # same run name in two parents: keep rows apart
             r.label = next(f"{r.label} ({i})" for i in range(2, len(results) + 3)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from robosafe.errors import RobosafeError
+from robosafe.log import NOTE
 from robosafe.runner.run import CellJob, CellResult, _version, run_job
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def run_on_ray(jobs: list[CellJob], workers: int,
                     raise RobosafeError(f"{job.cell.name}: lost {ATTEMPTS} times on the Ray "
                                         f"cluster ({type(exc).__name__}); --resume runs it "
                                         "again") from None
-                log.warning("robosafe: %s: result lost (%s), running it again",
+                log.warning("%s: result lost (%s), running it again",
                             job.cell.name, type(exc).__name__)
                 queue.insert(0, job)
                 continue
@@ -182,7 +183,7 @@ def run_on_ray(jobs: list[CellJob], workers: int,
         if started:
             ray.shutdown()
     if len(per_node) > 1 or address or os.environ.get("RAY_ADDRESS"):
-        log.warning("robosafe: episodes per Ray node: %s",
+        log.log(NOTE, "episodes per Ray node: %s",
                     ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))
     return per_node
 

@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from multiprocessing import get_context
 from pathlib import Path
@@ -279,7 +279,7 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
     ``put`` turns each chunk of a frame file into what the backend ships (default: bytes)."""
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
-    from robosafe.stats.outcomes import outcome_row
+    from robosafe.stats.outcomes import OutcomeRow, score_columns
     from robosafe.trace.io import write_episodes
 
     cell = job.cell
@@ -334,17 +334,19 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         cost = ep.meta.get("cumulative_cost")  # hosts without CBDDL costs have none
         if "vla_arena" in ep.meta:  # VLA-Arena's reported cost (its HazardAvoidance scale)
             cost = ep.meta["vla_arena"]["cost"]
-        result.row = {**outcome_row(score, load_registry()), **base,
-                      "cumulative_cost": None if cost is None else float(cost),
-                      "instruction": info["instruction"],
-                      # env steps = actions taken; the trace has one more row (the reset state)
-                      "num_env_steps": len(actions), **({"note": note} if note else {})}
+        result.row = replace(score_columns(score, load_registry()), **base,
+                             cumulative_cost=None if cost is None else float(cost),
+                             instruction=info["instruction"],
+                             # env steps = actions taken; the trace has one more row (the
+                             # reset state)
+                             num_env_steps=len(actions), note=note or None).to_json()
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
         # a client library's message can quote the URL it connected to, credentials included
-        result = CellResult(cell, {**base, "success": 0, "num_env_steps": getattr(env, "steps", 0),
-                                   "error_type": type(exc).__name__,
-                                   "error": redact_url(detail.strip().splitlines()[-1])})
+        result = CellResult(cell, OutcomeRow(
+            **base, success=False, num_env_steps=getattr(env, "steps", 0),
+            error_type=type(exc).__name__,
+            error=redact_url(detail.strip().splitlines()[-1])).to_json())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.row["wall_s"] = round(time.perf_counter() - start, 3)

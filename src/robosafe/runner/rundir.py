@@ -137,27 +137,14 @@ class RunDir:
         return sorted(p for p in (self.path / "traces").glob("*.jsonl")
                       if not p.name.startswith("."))
 
-    def finished_traces(self) -> tuple[list[Path], list[str], list[str]]:
-        """What the outcome rows say exists: the traces of finished episodes, one gap line per
-        finished episode whose trace is missing, and note lines for files and rows that are
-        not episodes to score (crashed episodes, traces without a row, partial writes)."""
-        rows = sorted((self.path / "outcomes").glob("*.json"))
-        traces, gaps, crashed = [], [], 0
-        for p in rows:
-            if read_outcome_row(p).get("error_type"):
-                crashed += 1
-                continue
-            trace = self.path / "traces" / f"{p.stem}.jsonl"
-            if trace.is_file():
-                traces.append(trace)
-            else:
-                gaps.append(f"{p}: a finished episode, but its trace {trace} is missing; "
-                            "not scored")
+    def unscored_notes(self, n_crashed: int) -> list[str]:
+        """Note lines for files and rows that are not episodes to score: ``n_crashed`` crashed
+        episodes, traces without an outcome row, partial writes of a killed run."""
         notes = []
-        if crashed:
-            notes.append(f"{self.path}: {crashed} crashed episode(s) have no trace to score "
+        if n_crashed:
+            notes.append(f"{self.path}: {n_crashed} crashed episode(s) have no trace to score "
                          "(their rows are in outcomes.csv)")
-        names = {p.stem for p in rows}
+        names = {p.stem for p in (self.path / "outcomes").glob("*.json")}
         orphans = sorted(p.name for p in self.trace_paths() if p.stem not in names)
         if orphans:
             notes.append(f"{self.path}: {len(orphans)} trace(s) without an outcome row (episodes "
@@ -167,7 +154,7 @@ class RunDir:
         if partial:
             notes.append(f"{self.path}: {len(partial)} partial trace write(s) from an "
                          "interrupted run ignored")
-        return traces, gaps, notes
+        return notes
 
     def outcomes(self) -> list[dict[str, Any]]:
         """Every outcome row (from the per-episode files), sorted by cell name."""

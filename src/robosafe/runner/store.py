@@ -42,7 +42,8 @@ import numpy as np
 import pyarrow as pa
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.rundir import RunDir, open_run, read_outcome_row
+from robosafe.runner.rundir import RunDir, open_run
+from robosafe.runner.scoring import score_run
 from robosafe.stats.intervals import wilson_interval, z_value
 from robosafe.stats.outcomes import Paired, paired_design
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
@@ -127,110 +128,38 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-# --- outcome-row parsing: rows come from JSON files written by the runner or by hand, so a
-# field may be an int, a bool, a numeric string or empty; empty means unknown (NULL).
-
-def _blank(v: Any) -> bool:
-    return v is None or (isinstance(v, str) and not v.strip())
-
-
-def _as_bool(v: Any, where: str, col: str) -> bool | None:
-    if _blank(v):
-        return None
-    if isinstance(v, bool):
-        return v
-    text = str(v).strip().lower()
-    if text in ("1", "true", "1.0"):
-        return True
-    if text in ("0", "false", "0.0"):
-        return False
-    raise RobosafeError(f"{where}: column {col!r}: expected 0 or 1, got {v!r}")
-
-
-def _as_int(v: Any, where: str, col: str) -> int | None:
-    if _blank(v):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        f = math.nan
-    if isinstance(v, bool) or not math.isfinite(f) or f != int(f):
-        raise RobosafeError(f"{where}: column {col!r}: expected an integer, got {v!r}")
-    return int(f)
-
-
-def _as_float(v: Any, where: str, col: str) -> float | None:
-    if _blank(v):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise RobosafeError(f"{where}: column {col!r}: expected a number, got {v!r}") from None
-    return None if math.isnan(f) else f
-
-
 def _as_text(v: Any) -> str | None:
-    return None if _blank(v) else str(v)
-
-
-def _outcome_files(run: RunDir) -> list[tuple[str, Path, dict[str, Any]]]:
-    """(cell name, file, row) per outcome file, in the order ``RunDir.outcomes`` uses."""
-    out = []
-    for p in sorted((run.path / "outcomes").glob("*.json")):
-        out.append((p.stem, p, read_outcome_row(p)))
-    return out
-
-
-def _score_trace(path: Path) -> Any:
-    from robosafe.safety.score import score_files
-
-    try:
-        scores = list(score_files([path]))
-    except RobosafeError as err:
-        # Registry errors name the task but not the file; the user needs both.
-        if str(path) in str(err):
-            raise
-        raise RobosafeError(f"{path}: {err}") from None
-    if len(scores) != 1:
-        raise RobosafeError(f"{path}: expected one episode in a run-directory trace, found "
-                            f"{len(scores)}")
-    return scores[0]
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v)
 
 
 def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
                   ) -> tuple[list[dict], list[dict]]:
-    """Episode rows and per-spec rows of a run directory (traces scored here); ``warn`` gets
-    one line per finished episode whose trace is missing (stored with NULL safety)."""
+    """Episode rows and per-spec rows of a run directory, scored by ``runner.scoring``;
+    ``warn`` gets one line per finished episode whose trace is missing (its safety is stored
+    as NULL: the row's own judgement without its trace is not evidence)."""
+    scored = score_run(run)
     episodes, specs = [], []
-    for cell, path, row in _outcome_files(run):
-        where = str(path)
+    for e in scored.episodes:
+        row, where = e.row, str(e.row_path)
         rec: dict[str, Any] = {
-            "run_id": run_id, "episode_id": cell,
-            "suite": _as_text(row.get("suite")), "task_id": _as_text(row.get("task_id")),
-            "task_name": _as_text(row.get("task_name")),
-            "episode_idx": _as_int(row.get("episode_idx"), where, "episode_idx"),
-            "instance_id": _as_text(row.get("instance_id")),
-            "policy_name": _as_text(row.get("policy_name")) or run.policy_name or None,
-            "checkpoint_ref": _as_text(row.get("checkpoint_ref")),
-            "seed": _as_int(row.get("seed"), where, "seed"),
-            "success": _as_bool(row.get("success"), where, "success"),
-            "num_env_steps": _as_int(row.get("num_env_steps"), where, "num_env_steps"),
-            "error_type": _as_text(row.get("error_type")),
+            "run_id": run_id, "episode_id": e.cell, "suite": row.suite,
+            "task_id": row.task_id, "task_name": row.task_name,
+            "episode_idx": row.episode_idx, "instance_id": row.instance_id,
+            "policy_name": row.policy_name or run.policy_name or None,
+            "checkpoint_ref": row.checkpoint_ref, "seed": row.seed, "success": row.success,
+            "num_env_steps": row.num_env_steps, "error_type": row.error_type,
             "safe": None, "sbu": None, "vsi": None,
-            "cumulative_cost": _as_float(row.get("cumulative_cost"), where, "cumulative_cost"),
-            "language_level": _as_int(row.get("language_level"), where, "language_level"),
-            "visual_level": _as_int(row.get("visual_level"), where, "visual_level"),
-            "instruction": _as_text(row.get("instruction")),
+            "cumulative_cost": row.cumulative_cost, "language_level": row.language_level,
+            "visual_level": row.visual_level, "instruction": row.instruction,
         }
         for col in ("suite", "task_id", "instance_id"):
             if rec[col] is None:
                 raise RobosafeError(f"{where}: column {col!r}: empty value (paired statistics "
                                     "join on suite, task_id, instance_id)")
-        trace = run.path / "traces" / f"{cell}.jsonl"
-        # A crashed episode has no judgement: its partial trace (if any) is not an episode
-        # the policy finished, so safety stays NULL rather than "safe by omission".
-        if rec["error_type"] is None and trace.is_file():
-            s = _score_trace(trace)
+        s = e.score
+        # A crashed episode has no judgement, nor has a finished one without its trace: safety
+        # stays NULL rather than "safe by omission".
+        if s is not None:
             if s.scored:
                 rec["safe"], rec["vsi"] = bool(s.safe), float(s.vsi)
                 # SBU from the stored success, so the 2x2 counts agree with the success column.
@@ -238,14 +167,13 @@ def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
                               else bool(rec["success"] and not s.safe))
             # an episode with no active safe spec is unscored: NULL, never "safe by omission"
             in_safe = set(s.safe_specs)
-            specs.extend({"run_id": run_id, "episode_id": cell, "spec_id": sid,
+            specs.extend({"run_id": run_id, "episode_id": e.cell, "spec_id": sid,
                           "robustness": float(rho), "violated": bool(rho < 0),
                           "in_safe": sid in in_safe}
                          for sid, rho in sorted(s.robustness.items()))
-        elif rec["error_type"] is None:
-            # The row's own judgement is not evidence: the trace it was computed from is gone.
-            warn(f"{where}: a finished episode, but its trace {trace} is missing; not scored")
         episodes.append(rec)
+    for line in scored.gaps:
+        warn(line)
     return episodes, specs
 
 

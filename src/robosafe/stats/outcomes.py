@@ -10,9 +10,9 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
@@ -28,6 +28,8 @@ COLUMNS = ("suite", "task_id", "task_name", "episode_idx", "instance_id", "polic
 
 KEY = ("suite", "task_id", "instance_id")
 REQUIRED = KEY  # plus "success" or "score"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One parsed outcome row: join key, episode index (may be empty) and the outcome value."""
@@ -240,22 +242,173 @@ def paired_design(a: Iterable[Paired], b: Iterable[Paired], *, source_a: str = "
             np.array([[ib[k].value for k in ks] for ks in order], dtype=float))
 
 
-def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
-    """One outcome row for a scored episode (task_name from the registry when known)."""
+# --- outcome-row fields: rows come from JSON files written by the runner or by hand, so a
+# field may be an int, a bool, a numeric string or empty; empty means unknown (None).
+
+def _blank(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip())
+
+
+def _as_bool(v: Any, where: str, col: str) -> bool | None:
+    if _blank(v):
+        return None
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("1", "true", "1.0"):
+        return True
+    if text in ("0", "false", "0.0"):
+        return False
+    raise RobosafeError(f"{where}: column {col!r}: expected 0 or 1, got {v!r}")
+
+
+def _as_int(v: Any, where: str, col: str) -> int | None:
+    if _blank(v):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = math.nan
+    if isinstance(v, bool) or not math.isfinite(f) or f != int(f):
+        raise RobosafeError(f"{where}: column {col!r}: expected an integer, got {v!r}")
+    return int(f)
+
+
+def _as_float(v: Any, where: str, col: str) -> float | None:
+    if _blank(v):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise RobosafeError(f"{where}: column {col!r}: expected a number, got {v!r}") from None
+    return None if math.isnan(f) else f
+
+
+def _as_text(v: Any, where: str = "", col: str = "") -> str | None:
+    return None if _blank(v) else str(v)
+
+
+def _as_specs(v: Any, where: str, col: str) -> tuple[str, ...]:
+    if _blank(v):
+        return ()
+    if isinstance(v, (list, tuple)):
+        return tuple(str(x) for x in v)
+    return tuple(x for x in str(v).split(";") if x)
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One episode outcome row (DESIGN.md contract) as ``robosafe run`` writes it to
+    ``outcomes/<cell>.json``: the DESIGN.md columns, the run's extra columns (cumulative cost,
+    perturbation levels, instruction, wall time, a policy's note, shield counts) and, for a
+    crashed episode, its error. ``None`` is unknown (an empty cell in the CSV).
+
+    :meth:`from_json` parses a row as the runner or a user wrote it (ints, bools, numeric
+    strings or empty; a bad value is an error naming the file and column); :meth:`to_json`
+    gives the file's dict back (the DESIGN.md columns with "" for unknown; a crashed row has
+    no safety columns, a finished row no ``error``). Keys robosafe does not know are kept in
+    ``extra`` and written back."""
+
+    suite: str | None = None
+    task_id: str | None = None
+    task_name: str | None = None
+    episode_idx: int | None = None
+    instance_id: str | None = None
+    policy_name: str | None = None
+    checkpoint_ref: str | None = None
+    seed: int | None = None
+    success: bool | None = None
+    num_env_steps: int | None = None
+    error_type: str | None = None
+    safe: bool | None = None
+    sbu: bool | None = None
+    vsi: float | None = None
+    violated_specs: tuple[str, ...] = ()
+    cumulative_cost: float | None = None
+    language_level: int | None = None
+    visual_level: int | None = None
+    instruction: str | None = None
+    wall_s: float | None = None
+    note: str | None = None
+    interventions: int | None = None
+    shield_warnings: int | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def crashed(self) -> bool:
+        """A crashed episode (``error_type`` set): no success or safety judgement of the
+        policy, only the failure its row records."""
+        return self.error_type is not None
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any], where: str = "<row>") -> Self:
+        """Parse a row dict; ``where`` (the file) prefixes every error."""
+        known = {f.name: f for f in fields(cls) if f.name != "extra"}
+        values = {name: _PARSE[name](row[name], where, name)
+                  for name in known if name in row}
+        return cls(**values, extra={k: v for k, v in row.items() if k not in known})
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``outcomes/<cell>.json`` holds it."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if f.name in _CRASH_ONLY and v is None:
+                continue
+            if f.name in _FINISHED_ONLY and self.crashed and v in (None, ()):
+                continue  # a crash has no judgement to record
+            if f.name in _OPTIONAL and v is None:
+                continue
+            if f.name == "violated_specs":
+                v = ";".join(v)
+            elif isinstance(v, bool):
+                v = int(v)
+            elif v is None and f.name in COLUMNS:
+                v = ""  # the DESIGN.md columns say "unknown" with an empty cell
+            out[f.name] = v
+        out.update(self.extra)
+        return out
+
+
+_PARSE: dict[str, Any] = {
+    "suite": _as_text, "task_id": _as_text, "task_name": _as_text, "episode_idx": _as_int,
+    "instance_id": _as_text, "policy_name": _as_text, "checkpoint_ref": _as_text,
+    "seed": _as_int, "success": _as_bool, "num_env_steps": _as_int, "error_type": _as_text,
+    "safe": _as_bool, "sbu": _as_bool, "vsi": _as_float, "violated_specs": _as_specs,
+    "cumulative_cost": _as_float, "language_level": _as_int, "visual_level": _as_int,
+    "instruction": _as_text, "wall_s": _as_float, "note": _as_text,
+    "interventions": _as_int, "shield_warnings": _as_int, "error": _as_text}
+_CRASH_ONLY = ("error",)
+_FINISHED_ONLY = ("safe", "sbu", "vsi", "violated_specs", "cumulative_cost", "instruction")
+_OPTIONAL = ("note", "interventions", "shield_warnings", "wall_s")
+
+
+def score_columns(score: EpisodeScore, registry: Registry) -> OutcomeRow:
+    """The outcome row of a scored episode, from its trace alone (task_name from the registry
+    when known); a runner adds what only it knows (levels, cost, instruction, timing)."""
     entry = registry.find_entry(registry.canonical_benchmark(score.benchmark), score.task_id)
-    return {
-        "suite": score.benchmark, "task_id": score.task_id,
-        "task_name": (entry or {}).get("name", ""),
-        "episode_idx": score.meta.get("episode_idx", ""),
-        "instance_id": score.instance_id or "", "policy_name": score.policy or "",
-        "checkpoint_ref": score.meta.get("checkpoint_ref", ""),
-        "seed": "" if score.seed is None else score.seed, "success": "" if score.success is None else int(score.success),
-        "num_env_steps": score.n_steps, "error_type": "",
-        # an unscored episode (no active spec) has no safety judgement: empty, never "safe"
-        "safe": int(score.safe) if score.scored else "",
-        "sbu": int(score.sbu) if score.scored and score.sbu is not None else "",
-        "vsi": round(score.vsi, 6) if score.scored else "",
-        "violated_specs": ";".join(score.violated)}
+    meta_idx = score.meta.get("episode_idx")
+    return OutcomeRow(
+        suite=score.benchmark, task_id=score.task_id,
+        task_name=(entry or {}).get("name") or None,
+        episode_idx=None if meta_idx in (None, "") else int(meta_idx),
+        instance_id=score.instance_id or None, policy_name=score.policy or None,
+        checkpoint_ref=score.meta.get("checkpoint_ref") or None, seed=score.seed,
+        success=score.success, num_env_steps=score.n_steps,
+        # an unscored episode (no active spec) has no safety judgement: unknown, never "safe"
+        safe=score.safe if score.scored else None,
+        sbu=score.sbu if score.scored else None,
+        vsi=round(score.vsi, 6) if score.scored else None,
+        violated_specs=tuple(score.violated))
+
+
+def outcome_row(score: EpisodeScore, registry: Registry) -> dict[str, Any]:
+    """The DESIGN.md columns of a scored episode's outcome row (what ``--outcomes`` writes)."""
+    row = score_columns(score, registry).to_json()
+    return {k: row[k] for k in COLUMNS}
 
 
 def write_outcomes(path: str, scores: Sequence[EpisodeScore], registry: Registry) -> None:

@@ -1,0 +1,52 @@
+"""One place per job in the source tree: PyAV behind formats/video.py, one error hierarchy in
+robosafe.errors, the split grounding dataset still importable by its old names."""
+
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "robosafe"
+
+
+def _sources():
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_pyav_is_imported_by_formats_video_only():
+    users = [p.relative_to(SRC).as_posix() for p in _sources()
+             if re.search(r"^\s*(import av\b|from av\b)", p.read_text(), re.MULTILINE)]
+    assert users == ["formats/video.py"]
+
+
+def test_public_errors_live_in_robosafe_errors():
+    public = [(p.relative_to(SRC).as_posix(), m.group(1)) for p in _sources()
+              if p.name != "errors.py"
+              for m in re.finditer(r"^class ([A-Z]\w*Error)\b", p.read_text(), re.MULTILINE)]
+    assert public == []
+
+
+def test_grounding_dataset_keeps_its_names():
+    from robosafe import errors
+    from robosafe.grounding import client, dataset, index, layout, writer
+
+    assert dataset.DatasetError is errors.DatasetError
+    assert client.EndpointError is errors.EndpointError
+    for name in ("HUMAN_TYPES", "SIM_TASKS", "VIEWS", "RGB_SENSORS", "DEPTH_SENSORS",
+                 "EpisodeIndex", "DatasetIndex", "EpisodeRecord", "index_dataset",
+                 "index_episode", "visibility_note", "read_positions", "frame_path",
+                 "clip_episode_dir", "load_rgb", "load_depth_m", "planar_distance",
+                 "write_episode", "write_video", "write_dataset_info", "quat_to_matrix",
+                 "find_episodes", "read_dataset_info"):
+        assert hasattr(dataset, name), name
+    assert dataset.index_dataset is index.index_dataset
+    assert dataset.VIEWS is layout.VIEWS and dataset.write_episode is writer.write_episode
+
+
+def test_a_grounding_error_keeps_its_location_through_a_cache():
+    from robosafe.errors import DatasetError
+
+    e = DatasetError("bad JSON", path="r/ep/trajectory.json", episode_dir="ep",
+                     file="trajectory.json", line=3, column=7)
+    assert str(e) == "r/ep/trajectory.json:3:7: bad JSON"
+    assert str(DatasetError(**e.to_dict())) == str(e)
+    assert str(DatasetError("meta/info.json: codebase_version: expected v3.0")) == \
+        "meta/info.json: codebase_version: expected v3.0"
