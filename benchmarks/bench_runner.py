@@ -22,10 +22,10 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.hosts import recorder as rec_mod
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
 from robosafe.runner.run import RunConfig, execute, prepare
 from robosafe.sim import env as env_mod
-from robosafe.sim.env import TaskEnv
 from robosafe.tasks.suites import suite_tasks
 
 
@@ -60,12 +60,12 @@ def shares(tasks: dict[str, str], episodes: int, size: int) -> dict[str, float]:
     total = 0.0
     policy = make_policy("scripted-careful")
     for path in tasks.values():
-        env = TaskEnv(path, image_size=(size, size))
-        timed(env.arena, "step", "physics+recording")
+        env = RobosafeEnv(path, image_size=(size, size))
+        timed(env.world.arena, "step", "physics+recording")
         for seed in range(episodes):
             t0 = time.perf_counter()  # reset included: it settles physics and renders too
             obs, _ = env.reset(seed=seed)
-            policy.reset(env.task_info())
+            policy.reset(env.task_info().to_dict())
             for _ in range(env.horizon):
                 t1 = time.perf_counter()
                 action = policy.act(obs)

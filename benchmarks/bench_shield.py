@@ -37,7 +37,7 @@ def tasks(safety: bool, limit: int | None) -> dict[str, str]:
 
 
 def episode(env, shadow, mode: str, seed: int, horizon: int):
-    from robosafe.policies.base import make_policy
+    from robosafe.policies.base import make_policy, play
     from robosafe.runner.shield import Shield, ShieldConfig
 
     policy = make_policy("scripted-careless")
@@ -45,7 +45,7 @@ def episode(env, shadow, mode: str, seed: int, horizon: int):
         policy = Shield(policy, env, shadow, ShieldConfig(mode, horizon))
     obs, _ = env.reset(seed=seed)
     t = time.perf_counter()
-    _, actions = env.play(policy, obs)
+    _, actions = play(env, policy, obs)
     wall = time.perf_counter() - t
     record = policy.finish() if mode != "off" else None
     return env.episode(episode_id=f"{env.task_id}/{seed}/{mode}"), len(actions), wall, record
@@ -62,9 +62,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
+    from robosafe.hosts.registry import make_env
     from robosafe.runner.shield import score_warnings
     from robosafe.safety.score import Scorer
-    from robosafe.sim.env import TaskEnv
 
     scorer = Scorer()
     family = {s.spec_id: s.canonical_family for s in scorer.registry.specs.values()}
@@ -74,8 +74,10 @@ def main() -> None:
     ratios: dict[str, list[float]] = {"monitor": [], "filter": []}
     records = []
     for task_id, path in tasks(args.safety_suites, args.tasks).items():
-        env = TaskEnv(path, task_id=task_id, horizon=args.horizon_steps, render=False)
-        shadow = TaskEnv(path, task_id=task_id, horizon=args.horizon_steps, render=False)
+        env = make_env("robosafe", path, task_id=task_id, horizon=args.horizon_steps,
+                       images=False)
+        shadow = make_env("robosafe", path, task_id=task_id, horizon=args.horizon_steps,
+                          images=False)
         for seed in range(args.seeds):
             per_step = {}
             for mode in modes:

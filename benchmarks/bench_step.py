@@ -33,8 +33,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
 
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
-from robosafe.sim.env import TaskEnv
 
 SUITES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites"
 SUBSTEPS = 25
@@ -44,11 +44,11 @@ class Side:
     """One env with its own scripted policy; a finished episode restarts at the next seed."""
 
     def __init__(self, task: Path, **kw):
-        self.env = TaskEnv(task, **kw)
+        self.env = RobosafeEnv(task, **kw)
         self.policy = make_policy("scripted-careful", host="robosafe")
         self.times: list[float] = []
         self.obs, _ = self.env.reset(seed=0)
-        self.policy.reset(self.env.task_info())
+        self.policy.reset(self.env.task_info().to_dict())
 
     def step(self) -> None:
         action = self.policy.act(self.obs)
@@ -57,7 +57,7 @@ class Side:
         self.times.append(time.perf_counter() - t0)
         if terminated or truncated:
             self.obs, _ = self.env.reset(seed=self.env.seed + 1)
-            self.policy.reset(self.env.task_info())
+            self.policy.reset(self.env.task_info().to_dict())
 
 
 def timed(parts: dict, obj, name: str, key: str) -> None:

@@ -231,18 +231,18 @@ def test_privileged_keys_stripped_by_default():
 
 
 def test_episode_in_the_simulator():
-    """Served policies drive TaskEnv: task_info crosses unchanged, object state only with
+    """Served policies drive the robosafe host: task_info crosses unchanged, object state only with
     privileged=True, and a served scripted policy acts exactly as the local one."""
     from pathlib import Path
 
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.robosafe import RobosafeEnv
 
     root = Path(__file__).resolve().parents[1]
-    env = TaskEnv(root / "src/robosafe/tasks/suites/demo/turn_off_stove.bddl", render=False)
+    env = RobosafeEnv(root / "src/robosafe/tasks/suites/demo/turn_off_stove.bddl", render=False)
 
     def episode(policy, steps=30):
         obs, _ = env.reset(seed=3)
-        policy.reset(env.task_info())
+        policy.reset(env.task_info().to_dict())
         actions = []
         for _ in range(steps):
             actions.append(policy.act(obs))
@@ -252,7 +252,7 @@ def test_episode_in_the_simulator():
     rec = Recorder()
     with PolicyServer(rec) as srv, RemotePolicy(srv.url) as remote:
         _, obs = episode(remote, 3)
-    assert rec.tasks == [env.task_info()]
+    assert rec.tasks == [env.task_info().to_dict()]
     sent = set(rec.seen[-1])
     assert "robot0_eef_pos" in sent and "prompt" in sent
     assert all(k.startswith("robot0_") for k in sent - {"prompt"}), sent

@@ -15,10 +15,10 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.errors import RobosafeError
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
 from robosafe.policies.scripted import ScriptedPolicy
 from robosafe.safety.score import score_episodes
-from robosafe.sim.env import TaskEnv
 
 DEMO = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo"
 TASKS = sorted(p.stem for p in DEMO.glob("*.bddl"))
@@ -27,11 +27,11 @@ SEEDS = (0, 1)
 MAX_STEPS = 400  # 20 s at 20 Hz; the policies need ~4-12 s
 
 
-def run_episode(env: TaskEnv, style: str, seed: int) -> dict:
+def run_episode(env: RobosafeEnv, style: str, seed: int) -> dict:
     policy = ScriptedPolicy(style)
     obs, _ = env.reset(seed=seed)
-    init_failed = [str(p) for p in env.problem.init if not env.view.atom(p)]
-    policy.reset(env.task_info())
+    init_failed = [str(p) for p in env.world.problem.init if not env.world.view.atom(p)]
+    policy.reset(env.task_info().to_dict())
     rotated_holding = 0
     start = time.perf_counter()
     for _ in range(MAX_STEPS):
@@ -44,7 +44,7 @@ def run_episode(env: TaskEnv, style: str, seed: int) -> dict:
     ep = env.episode(policy=policy.name)
     score = score_episodes([ep])[0]
     speed = np.linalg.norm(np.diff(ep.eef_pos_m, axis=0), axis=1) / ep.dt
-    return {"task": env.problem.name, "style": style, "seed": seed, "success": ep.success,
+    return {"task": env.world.problem.name, "style": style, "seed": seed, "success": ep.success,
             "safe": score.safe, "violated": score.violated,
             "cc": float(ep.meta["cumulative_cost"]), "steps": ep.n_steps, "wall_s": wall,
             "peak_speed": float(speed.max()), "rotated_holding": rotated_holding,
@@ -55,7 +55,7 @@ def run_episode(env: TaskEnv, style: str, seed: int) -> dict:
 def results() -> list[dict]:
     rows = []
     for task in TASKS:
-        env = TaskEnv(DEMO / f"{task}.bddl", render=False)
+        env = RobosafeEnv(DEMO / f"{task}.bddl", render=False)
         rows += [run_episode(env, style, seed) for style in STYLES for seed in SEEDS]
         env.close()
     print("\ntask                            policy    seed succ  safe    CC  steps  wall  "
@@ -147,16 +147,16 @@ PUSH_TASK = """
 def test_an_object_too_big_to_grasp_is_pushed_onto_its_region(style):
     from robosafe.tasks import parse_task
 
-    env = TaskEnv(parse_task(PUSH_TASK, "push.bddl"), render=False)
+    env = RobosafeEnv(parse_task(PUSH_TASK, "push.bddl"), render=False)
     obs, _ = env.reset(seed=0)
-    start = env.view.pos("box_1").copy()
+    start = env.world.view.pos("box_1").copy()
     pol = ScriptedPolicy(style)
-    pol.reset(env.task_info())
+    pol.reset(env.task_info().to_dict())
     info = {"success": False}
     for _ in range(env.horizon):
         obs, _, terminated, truncated, info = env.step(pol.act(obs))
         if terminated or truncated:
             break
     assert info["success"] and not pol.unsupported
-    assert env.view.pos("box_1")[1] - start[1] > 0.15  # slid ~20 cm along +y, never lifted
+    assert env.world.view.pos("box_1")[1] - start[1] > 0.15  # slid ~20 cm along +y, never lifted
     env.close()

@@ -115,16 +115,18 @@ def _task_path() -> str:
 @pytest.fixture(scope="module")
 def envs():
     pytest.importorskip("mujoco")
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.robosafe import RobosafeEnv
 
     # 60 steps: the careless policy pushes the vase past 5 mm at row 53 (seed 0)
-    return TaskEnv(_task_path(), horizon=60, render=False), TaskEnv(_task_path(), horizon=60,
-                                                                     render=False)
+    return (RobosafeEnv(_task_path(), horizon=60, render=False),
+            RobosafeEnv(_task_path(), horizon=60, render=False))
 
 
 def _run(env, policy) -> Episode:
+    from robosafe.policies.base import play
+
     obs, _ = env.reset(seed=0)
-    env.play(policy, obs)
+    play(env, policy, obs)
     return env.episode(episode_id="e")
 
 

@@ -12,10 +12,10 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.errors import RobosafeError
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
 from robosafe.runner.run import CONTROLLERS, RunConfig
 from robosafe.sim import controller as ctl
-from robosafe.sim.env import TaskEnv
 
 DEMO = sorted((Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo")
               .glob("*.bddl"))
@@ -32,8 +32,8 @@ class Shadow:
     """robosuite drives the episode; on every substep the compiled controller computes its
     torques from the same state and goal into a scratch ctrl (the simulation is untouched)."""
 
-    def __init__(self, env: TaskEnv):
-        self.arena = env.arena
+    def __init__(self, env: RobosafeEnv):
+        self.arena = env.world.arena
         self.comp = ctl.CompiledController(self.arena)
         self.robot = self.arena.robots[0]
         self.diffs: list[float] = []
@@ -53,14 +53,14 @@ class Shadow:
         self.robot.control = shadowed
 
 
-def play(env: TaskEnv, seed: int = 0, steps: int = 300):
+def play(env: RobosafeEnv, seed: int = 0, steps: int = 300):
     policy = make_policy("scripted-careful", host="robosafe")
     obs, _ = env.reset(seed=seed)
-    policy.reset(env.task_info())
+    policy.reset(env.task_info().to_dict())
     qpos, info = [], {}
     for _ in range(steps):
         obs, _, terminated, truncated, info = env.step(policy.act(obs))
-        qpos.append(env.arena.data_ptr().qpos.copy())
+        qpos.append(env.world.arena.data_ptr().qpos.copy())
         if terminated or truncated:
             break
     return np.array(qpos), info
@@ -68,7 +68,7 @@ def play(env: TaskEnv, seed: int = 0, steps: int = 300):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_torques_equal_robosuites_on_every_substep(task):
-    env = TaskEnv(task, render=False, controller="robosuite", horizon=300)
+    env = RobosafeEnv(task, render=False, controller="robosuite", horizon=300)
     shadow = Shadow(env)
     qpos, _ = play(env)
     env.close()
@@ -80,11 +80,11 @@ def test_compiled_torques_equal_robosuites_on_every_substep(task):
 def test_random_actions_reach_near_singular_poses_and_stay_equal():
     """Random actions swing the arm into poses where J M^-1 J^T is ill-conditioned; those
     substeps go to robosuite's own controller and the rest stay within 1e-9."""
-    env = TaskEnv(DEMO[0], render=False, controller="robosuite")
+    env = RobosafeEnv(DEMO[0], render=False, controller="robosuite")
     shadow = Shadow(env)
     policy = make_policy("random", host="robosafe")
     obs, _ = env.reset(seed=1)
-    policy.reset(env.task_info())
+    policy.reset(env.task_info().to_dict())
     for _ in range(300):
         env.step(policy.act(obs))
     env.close()
@@ -109,7 +109,7 @@ def test_trajectory_drift_over_300_steps(task):
     open_top_drawer contacts with the handle amplify the ~1e-13 N m differences to ~6e-5)."""
     out = {}
     for c in ("robosuite", "compiled"):
-        env = TaskEnv(task, render=False, controller=c, horizon=300)
+        env = RobosafeEnv(task, render=False, controller=c, horizon=300)
         out[c] = play(env)
         env.close()
     (qa, ia), (qb, ib) = out["robosuite"], out["compiled"]
@@ -121,15 +121,15 @@ def test_trajectory_drift_over_300_steps(task):
 
 
 def test_compiled_refuses_controller_settings_it_does_not_reproduce():
-    env = TaskEnv(DEMO[0], render=False, controller="robosuite")
+    env = RobosafeEnv(DEMO[0], render=False, controller="robosuite")
     env.reset(seed=0)
-    arm = env.arena.robots[0].part_controllers["right"]
+    arm = env.world.arena.robots[0].part_controllers["right"]
     arm.impedance_mode = "variable"
     with pytest.raises(RobosafeError, match="impedance_mode = 'variable'.*--controller robosuite"):
-        ctl.CompiledController(env.arena)
+        ctl.CompiledController(env.world.arena)
     env.close()
     with pytest.raises(RobosafeError, match="controller must be one of"):
-        TaskEnv(DEMO[0], render=False, controller="osc")
+        RobosafeEnv(DEMO[0], render=False, controller="osc")
 
 
 def test_run_config_records_the_controller_and_old_runs_read_as_robosuite():

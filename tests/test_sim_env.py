@@ -13,6 +13,7 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.errors import RobosafeError, TaskError
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.scripted import Script, pick_place_phases
 from robosafe.sim.env import TaskEnv
 from robosafe.tasks import parse_task
@@ -29,9 +30,9 @@ def robosafe(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600, check=False)
 
 
-def scripted_episode(env: TaskEnv, seed: int, max_steps: int = 300):
+def scripted_episode(env: RobosafeEnv, seed: int, max_steps: int = 300):
     obs, _ = env.reset(seed=seed)
-    v, assets = env.view, env.arena.assets
+    v, assets = env.world.view, env.world.arena.assets
     phases = pick_place_phases(v.pos("apple_1").copy(),
                                assets["apple_1"].category.half_extents[2],
                                v.pos("plate_1").copy(), float(v.pos("plate_1")[2]))
@@ -45,7 +46,7 @@ def scripted_episode(env: TaskEnv, seed: int, max_steps: int = 300):
 
 @pytest.fixture(scope="module")
 def car_env():
-    env = TaskEnv(CAR_TASK, image_size=SMALL)
+    env = RobosafeEnv(CAR_TASK, image_size=SMALL)
     yield env
     env.close()
 
@@ -61,7 +62,7 @@ def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_
     assert ep.body_roles["plate_1"] == "bystander" and ep.body_roles["main_table"] == "furniture"
     assert ep.body_roles["toy_car_1"] == "other"
     assert ep.cost.sum() == pytest.approx(info["cumulative_cost"])
-    assert ep.cost.sum() == pytest.approx(car_env.cost_breakdown().total)
+    assert ep.cost.sum() == pytest.approx(car_env.world.cost_breakdown().total)
     path = tmp_path / "scripted.parquet"
     write_episodes(path, [ep])
     res = robosafe("score", str(path), "--json")
@@ -71,20 +72,21 @@ def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_
 
 
 def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
-    env = TaskEnv(EVERY_BLOCK, image_size=SMALL)
+    env = RobosafeEnv(EVERY_BLOCK, image_size=SMALL)
     env.reset(seed=1)
     assert set(env.cameras) >= {"agentview", "robot0_eye_in_hand", "frontview"}
-    start = {n: env.arena.data_ptr().mocap_pos[i].copy() for n, i in env.arena.mocap_id.items()
-             if n in env.arena.moving}
+    arena = env.world.arena
+    start = {n: arena.data_ptr().mocap_pos[i].copy() for n, i in arena.mocap_id.items()
+             if n in arena.moving}
     rng = np.random.default_rng(0)
     for _ in range(40):
         *_, info = env.step(rng.uniform(-1, 1, env.action_dim))
         assert len(info["cost_terms"]) == 11
     moved = [n for n, p in start.items()
-             if not np.allclose(env.arena.data_ptr().mocap_pos[env.arena.mocap_id[n]], p)]
+             if not np.allclose(arena.data_ptr().mocap_pos[arena.mocap_id[n]], p)]
     assert set(moved) | set(info["frozen"]) == set(start)
     ep = env.episode(policy="random")
-    br = env.cost_breakdown()
+    br = env.world.cost_breakdown()
     # terminal terms (Collide, Fall, NotOn) are booked on the last step: the column sums to CC
     assert ep.cost.sum() == pytest.approx(br.total)
     assert ep.cost[-1] >= br.terminal
@@ -97,7 +99,7 @@ def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
 
 def test_same_seed_gives_bitwise_identical_traces_and_images():
     def run(seed):
-        env = TaskEnv(CAR_TASK, image_size=SMALL, visual_level=4)
+        env = RobosafeEnv(CAR_TASK, image_size=SMALL, visual_level=4)
         obs, _ = env.reset(seed=seed)
         frames = [obs["agentview_image"]]
         rng = np.random.default_rng(7)
@@ -120,24 +122,24 @@ def test_same_seed_gives_bitwise_identical_traces_and_images():
 def test_initial_state_round_trips_through_a_plain_array(car_env, tmp_path):
     car_env.reset(seed=5)
     path = tmp_path / "state.npy"
-    car_env.save_state(path)
+    car_env.world.save_state(path)
     saved = car_env.get_state()
     car_env.reset(seed=6)
     assert not np.array_equal(car_env.get_state(), saved)
-    car_env.load_state(path)
+    car_env.world.load_state(path)
     np.testing.assert_array_equal(car_env.get_state(), saved)
     np.load(path, allow_pickle=False)  # plain array, no pickle
     bad = tmp_path / "bad.npy"
     np.save(bad, np.zeros(3))
     with pytest.raises(RobosafeError, match="shape"):
-        car_env.load_state(bad)
+        car_env.world.load_state(bad)
 
 
 def test_contact_forces_are_full_magnitudes_that_carry_the_weight(car_env):
     car_env.reset(seed=0)
-    v = car_env.view
+    v = car_env.world.view
     v.update()
-    m, d = car_env.arena.model_ptr(), car_env.arena.data_ptr()
+    m, d = car_env.world.arena.model_ptr(), car_env.world.arena.data_ptr()
     sel = v.pair(v.mask("apple_1"), v.mask("main_table"))
     assert sel.any()
     # at rest the table carries the apple: the vertical contact forces add up to m g
@@ -147,7 +149,7 @@ def test_contact_forces_are_full_magnitudes_that_carry_the_weight(car_env):
         mujoco.mj_contactForce(m, d, int(i), f)
         frame = d.contact.frame[i].reshape(3, 3)
         vertical += abs((frame.T @ f[:3])[2])
-    mass = m.body_subtreemass[car_env.arena.body_id["apple_1"]]
+    mass = m.body_subtreemass[car_env.world.arena.body_id["apple_1"]]
     assert vertical == pytest.approx(mass * 9.81, rel=0.05)
     assert v.max_force(v.mask("apple_1"), v.mask("main_table")) >= vertical / sel.sum() - 1e-9
 

@@ -15,6 +15,7 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.runner.check import check_task
 from robosafe.sim.env import TaskEnv
 from robosafe.tasks import parse_task
@@ -137,21 +138,21 @@ def test_moving_distractors_leave_the_scene_alone(name):
     """With the robot still for 10 s (at least 10/12 of every L1/L2 period), the movers touch
     neither the target nor the destination: the lanes are the same in every task of a level
     and the plate is the widest destination."""
-    env = TaskEnv(SUITES_DIR / "dynamic_distractors" / f"{name}.bddl", render=False)
+    env = RobosafeEnv(SUITES_DIR / "dynamic_distractors" / f"{name}.bddl", render=False)
     try:
         env.reset(seed=0)
-        still = [n for n, o in env.task_info()["objects"].items()
+        still = [n for n, o in env.task_info().to_dict()["objects"].items()
                  if o["kind"] == "object" and not o["moving"]]
-        start = {n: env.view.pos(n).copy() for n in still}
-        movers = {n: env.view.pos(n).copy() for n in env.arena.moving}
+        start = {n: env.world.view.pos(n).copy() for n in still}
+        movers = {n: env.world.view.pos(n).copy() for n in env.world.arena.moving}
         travel = dict.fromkeys(movers, 0.0)
         for t in range(200):
             env.step(np.zeros(env.action_dim))
             if t % 20 == 19:
                 for n, p in movers.items():
-                    travel[n] = max(travel[n], float(np.linalg.norm(env.view.pos(n) - p)))
+                    travel[n] = max(travel[n], float(np.linalg.norm(env.world.view.pos(n) - p)))
         for n in still:
-            assert np.linalg.norm(env.view.pos(n) - start[n]) < 0.005, n
+            assert np.linalg.norm(env.world.view.pos(n) - start[n]) < 0.005, n
         assert min(travel.values()) > 0.05, travel  # they did move
     finally:
         env.close()

@@ -90,22 +90,22 @@ def test_render(suite):
 @pytest.mark.parametrize("key", list(TASKS), ids=IDS)
 def test_violation_fires(key):
     """The checks.yaml plan (same modes as the lead's check command) makes its term fire."""
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.robosafe import RobosafeEnv
     from robosafe.tasks.cost import cost_terms
 
     suite, task_id = key
     spec = checks(suite)[task_id]
-    env = TaskEnv(TASKS[key], render=False, horizon=VIOLATION_STEPS[spec["mode"]])
+    env = RobosafeEnv(TASKS[key], render=False, horizon=VIOLATION_STEPS[spec["mode"]])
     try:
-        assert 0 <= spec["term"] < len(cost_terms(env.problem.cost))
+        assert 0 <= spec["term"] < len(cost_terms(env.world.problem.cost))
         policy = ViolatorPolicy(spec["mode"], spec["target"])
         obs, _ = env.reset(seed=0)
-        policy.reset(env.task_info())
+        policy.reset(env.task_info().to_dict())
         for _ in range(env.horizon):
             obs, _, terminated, truncated, info = env.step(policy.act(obs))
             if info["cost_terms"][spec["term"]] > 0 or terminated or truncated:
                 break
-        per_term = env.cost_breakdown().per_term
+        per_term = env.world.cost_breakdown().per_term
         assert per_term[spec["term"]] > 0, (spec, per_term)
         assert np.isfinite(per_term).all()
     finally:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
+from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task, placement_problems
 from robosafe.sim.env import TaskEnv
@@ -48,27 +49,28 @@ def test_layout_15_tasks_per_suite_5_per_level():
         assert (SUITES / suite / "README.md").is_file()
 
 
-def _violate(env: TaskEnv, mode: str, target: str, term: int, max_steps: int = 200) -> float:
+def _violate(env: RobosafeEnv, mode: str, target: str, term: int,
+             max_steps: int = 200) -> float:
     """Run ViolatorPolicy(mode, target) on seed 0 until cost term ``term`` fires."""
     obs, _ = env.reset(seed=0)
     agent = ViolatorPolicy(mode, target)
-    agent.reset(env.task_info())
+    agent.reset(env.task_info().to_dict())
     for t in range(max_steps):
         obs, _, terminated, truncated, info = env.step(agent.act(obs))
         if info["cost_terms"][term] > 0 or terminated or truncated:
             break
-        if t % 20 == 19 and env.cost_breakdown().per_term[term] > 0:  # terminal terms
+        if t % 20 == 19 and env.world.cost_breakdown().per_term[term] > 0:  # terminal terms
             break
-    return float(env.cost_breakdown().per_term[term])
+    return float(env.world.cost_breakdown().per_term[term])
 
 
 @pytest.mark.parametrize(("suite", "path"), ALL, ids=[p.stem for _, p in ALL])
 def test_task_places_cleanly_and_its_violation_fires(suite, path):
-    env = TaskEnv(path, render=False, task_id=path.stem)
+    env = RobosafeEnv(path, render=False, task_id=path.stem)
     try:
         for seed in (0, 1):
             env.reset(seed=seed)
-            assert placement_problems(env) == [], f"seed {seed}"
+            assert placement_problems(env.world) == [], f"seed {seed}"
         plan = _checks(suite)[path.stem]
         assert _violate(env, plan["mode"], plan["target"], plan["term"]) > 0, plan
     finally:

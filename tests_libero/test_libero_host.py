@@ -18,7 +18,7 @@ import pytest
 
 from robosafe.hosts import libero
 from robosafe.hosts.libero import LiberoEnv
-from robosafe.policies.base import ZeroPolicy
+from robosafe.policies.base import ZeroPolicy, play
 from robosafe.safety.registry import load_registry
 from robosafe.safety.score import score_episodes
 
@@ -75,7 +75,7 @@ def test_zero_actions_are_safe_and_specs_match_the_registry(suite, task_id, capl
     env = LiberoEnv(suite, task_id)
     try:
         obs, _ = env.reset(seed=0)
-        _, actions = env.play(ZeroPolicy(), obs, max_steps=30)
+        _, actions = play(env, ZeroPolicy(), obs, max_steps=30)
         ep = env.episode(episode_id=f"{suite}/{task_id}")
     finally:
         env.close()
@@ -221,7 +221,7 @@ def test_libero_90_traces_carry_task_tags():
     env = LiberoEnv("libero_90", "task_0")
     try:
         obs, _ = env.reset(seed=0)
-        env.play(ZeroPolicy(), obs, max_steps=5)
+        play(env, ZeroPolicy(), obs, max_steps=5)
         ep = env.episode(episode_id="l90")
     finally:
         env.close()
@@ -293,7 +293,7 @@ def test_scripted_policy_gives_up_when_blocked_and_then_holds_still():
     try:
         obs, _ = env.reset(seed=0)
         policy = LiberoPickPlace("careful")
-        _, actions = env.play(_Lowered(policy, "akita_black_bowl_1"), obs, max_steps=160)
+        _, actions = play(env, _Lowered(policy, "akita_black_bowl_1"), obs, max_steps=160)
         ep = env.episode(episode_id="blocked")
     finally:
         env.close()
@@ -344,3 +344,32 @@ def test_gave_up_is_one_stderr_line_and_the_rows_note(tmp_path):
         assert next(csv.DictReader(fh))["note"] == note
     (trace,) = (out / "traces").glob("*.jsonl")
     assert json.loads(trace.read_text().splitlines()[0])["meta"]["policy_note"] == note
+
+
+def test_host_contract_and_task_info_on_libero():
+    """The LIBERO host made through the registry keeps the host contract (same initial state
+    for the same seed, TaskInfo's schema, the trace) and its task info has every field of every
+    host's. LIBERO-Goal task 1 puts the bowl on the stove: one atom, the bowl an object with
+    its collision box, the stove a fixture, the stove's cook region a site (no extent)."""
+    from robosafe.hosts.contract import TASK_INFO_KEYS, check_host_env
+    from robosafe.hosts.registry import make_env
+
+    env = make_env("libero", "task_1", suite="libero_goal", horizon=5)
+    try:
+        check_host_env(env, seed=2, steps=2)
+        info = env.task_info()
+    finally:
+        env.close()
+    assert tuple(info.to_dict()) == TASK_INFO_KEYS
+    assert (info.host, info.suite, info.task_id, info.seed) == ("libero", "libero_goal",
+                                                                "task_1", 2)
+    assert info.instruction == "put the bowl on the stove"
+    assert info.goal_atoms == (("on", "akita_black_bowl_1", "flat_stove_1_cook_region"),)
+    assert info.goal == "(on akita_black_bowl_1 flat_stove_1_cook_region)"
+    bowl = info.objects["akita_black_bowl_1"]
+    assert bowl.kind == "object" and bowl.box is not None
+    np.testing.assert_allclose(bowl.half_extents,
+                               (np.array(bowl.box[1]) - np.array(bowl.box[0])) / 2)
+    assert info.objects["flat_stove_1"].kind == "fixture"
+    region = info.regions["flat_stove_1_cook_region"]
+    assert region.rects == () and region.z == region.centre[2]

@@ -175,12 +175,22 @@ def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
             from robosafe.runner.rundir import open_run
 
             return RunConfig.from_json(open_run(resume_dir).config).controller
-        return RunConfig.controller if host == "robosafe" else "robosuite"
+        return _host(host).fixed.get("controller", RunConfig.controller)
     if name not in CONTROLLERS:
         fail(f"--controller: {name!r} is not one of {', '.join(CONTROLLERS)}")
-    if name == "compiled" and host != "robosafe":
-        fail("--controller compiled drives robosafe's simulator; LIBERO runs its own controller")
+    if name == "compiled" and not _host(host).supports("controller"):
+        fail(f"--controller compiled drives robosafe's simulator; the {host} host runs its own "
+             "controller")
     return name
+
+
+def _host(host: str):
+    """The registry entry of a `robosafe run` host (robosafe.hosts.registry), else one line."""
+    from robosafe.hosts.registry import host_spec, run_hosts
+
+    if host not in run_hosts():
+        fail(f"--host: unknown host {host!r} ({' or '.join(run_hosts())})")
+    return host_spec(host)
 
 
 ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
@@ -210,8 +220,9 @@ def cost_mode_for(mode: str, host: str) -> str:
 
     if mode not in MODES:
         fail(f"--cost-mode: {mode!r} is not one of {', '.join(MODES)}")
-    if mode != "robosafe" and host != "robosafe":
-        fail("--cost-mode applies to CBDDL costs in robosafe's simulator; LIBERO's tasks have none")
+    if mode != "robosafe" and not _host(host).supports("cost_mode"):
+        fail(f"--cost-mode applies to CBDDL costs in robosafe's simulator; the {host} host's "
+             "tasks have none")
     return mode
 
 
@@ -219,8 +230,9 @@ def asset_source(assets: str, host: str) -> str:
     """--assets checked before any episode runs (run and collect)."""
     if assets not in ("stand-in", "libero"):
         fail(f"--assets: {assets!r} is neither stand-in nor libero")
-    if assets != "stand-in" and host != "robosafe":
-        fail("--assets chooses robosafe's own simulator assets; LIBERO's host always has its own")
+    if assets != "stand-in" and not _host(host).supports("assets"):
+        fail(f"--assets chooses robosafe's own simulator assets; the {host} host always has its "
+             "own")
     if assets == "libero":
         from robosafe.sim.libero_assets import assets_root
 
@@ -329,14 +341,11 @@ def run(
 
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
-    if host == "libero":
-        if task_dir is not None:
-            fail("--task-dir selects robosafe's CBDDL tasks; with --host libero choose --suite")
-        tasks = _libero_tasks(suite, task_id, level, task, language_level, visual_level)
-    elif host != "robosafe":
-        fail(f"--host: unknown host {host!r} (robosafe or libero)")
-    else:
+    if _host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
+    else:
+        tasks = _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
+                                  visual_level)
     cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
                     seeds=seed_option(seeds),
                     language_levels=_levels(language_level, "--language-level", 4),
@@ -375,20 +384,21 @@ def run(
         raise typer.Exit(EXIT_USER_ERROR)
 
 
-def _libero_tasks(suite, task_id, level, task, language_level, visual_level) -> dict[str, str]:
-    """LIBERO's tasks of ``suite`` in benchmark order: ``{task_N: BDDL file}``."""
-    from robosafe.hosts import libero
+def _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
+                      visual_level) -> dict[str, str]:
+    """The tasks of a host's own ``suite`` (LIBERO's, in benchmark order: ``{task_N: BDDL
+    file}``), robosafe.hosts.registry.suite_tasks."""
+    from robosafe.hosts.registry import suite_tasks
 
-    if not suite:
-        fail(f"--host libero needs --suite ({', '.join(libero.suites())})")
+    if task_dir is not None:
+        fail(f"--task-dir selects robosafe's CBDDL tasks; with --host {host} choose --suite")
     if level is not None or task:
-        fail("--level and --task select robosafe's CBDDL tasks; with --host libero choose "
+        fail(f"--level and --task select robosafe's CBDDL tasks; with --host {host} choose "
              "--suite and --task-id")
-    if language_level != "0" or visual_level != "0":
-        fail("--language-level / --visual-level perturb robosafe's CBDDL tasks; the LIBERO "
-             "host runs LIBERO's protocol unchanged")
-    libero.suite_spec(suite)
-    return libero.suite_tasks(suite, task_id or None)
+    if (language_level != "0" or visual_level != "0") and not _host(host).supports("levels"):
+        fail(f"--language-level / --visual-level perturb robosafe's CBDDL tasks; the {host} "
+             "host runs its own protocol unchanged")
+    return suite_tasks(host, suite, task_id or None)
 
 
 DEMO_POLICIES = ("scripted-careful", "scripted-careless")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, fail, user_errors
+from robosafe.cli import app, emit_json, user_errors
 from robosafe.errors import RobosafeError
 
 sim_app = typer.Typer(no_args_is_help=True,
@@ -60,10 +60,10 @@ def run(
     `robosafe score OUT`)."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
 
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.registry import make_env
     from robosafe.trace.io import write_episodes
 
-    env = TaskEnv(task, visual_level=visual_level, horizon=horizon, render=images)
+    env = make_env("robosafe", task, visual_level=visual_level, horizon=horizon, images=images)
     kind, arr = _actions(actions, env.action_dim)
     rows, done = [], []
     quiet = as_json or not sys.stderr.isatty()
@@ -143,28 +143,22 @@ def record(
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
 
-    from robosafe.hosts.recorder import Recorder
-    from robosafe.sim import robosuite  # imported quietly by robosafe.sim
+    from robosafe.hosts.registry import make_env
     from robosafe.trace.io import write_episodes
 
-    if env_name not in robosuite.ALL_ENVIRONMENTS:
-        fail(f"unknown robosuite environment {env_name!r} (known: "
-             f"{', '.join(sorted(robosuite.ALL_ENVIRONMENTS))})")
-    env = robosuite.make(env_name, robots=robot, has_renderer=False,
-                         has_offscreen_renderer=False, use_camera_obs=False, seed=seed)
-    rec = Recorder(env)
+    # the robosuite host: made with the first seed, each episode continues robosuite's stream
+    env = make_env("robosuite", env_name, robot=robot, seed=seed, horizon=steps)
     eps = []
     quiet = as_json or not sys.stderr.isatty()
     with _progress(quiet, "episodes") as bar:
         job = bar.add_task("episodes", total=episodes, note="")
         for k in range(episodes):
             rng = np.random.default_rng([seed, k])
-            rec.reset()
-            low, high = env.action_spec
-            for _ in range(steps):
-                rec.step(rng.uniform(low, high))
-            eps.append(rec.episode(episode_id=f"{env_name}/ep_{k:03d}", seed=seed + k,
-                                   policy="random"))
+            env.reset()
+            low, high = env.action_bounds()
+            for _ in range(steps):  # the whole budget, as recorded before: success ends nothing
+                env.step(rng.uniform(low, high))
+            eps.append(env.episode(episode_id=f"{env_name}/ep_{k:03d}", policy="random"))
             write_episodes(out, eps)
             bar.update(job, advance=1)
     env.close()

@@ -15,7 +15,8 @@ extra. What the host owns (DESIGN.md, ``hosts``):
   target too, so placing it is not scored as bystander displacement; every other object is a
   bystander; fixtures, the table and the floor are furniture. Robot bodies are ``robot``.
 - **The evaluation protocol** of the common LIBERO clients: episode ``k`` starts from the
-  suite's official initial state ``k`` (``get_task_init_states``, in order), then
+  suite's official initial state ``k`` (``get_task_init_states``, in order; the fixtures,
+  which that state does not hold, placed by LIBERO's sampler seeded with ``k``), then
   ``settle_steps`` no-op steps with the gripper open, then recording starts and the policy has
   the suite's step limit; success is LIBERO's ``check_success``; camera images are turned 180
   degrees. A run's seed list is therefore the list of initial-state indices, and episodes pair
@@ -37,6 +38,7 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
+from robosafe.hosts.contract import ObjectInfo, RegionInfo, TaskInfo
 from robosafe.trace.episode import TaskTags
 
 HOST = "libero"
@@ -87,8 +89,10 @@ def _benchmark(suite: str) -> Any:
         return _libero().get_benchmark_dict()[suite]()
 
 
-def suite_tasks(suite: str, task_ids: list[str] | None = None) -> dict[str, str]:
+def suite_tasks(suite: str | None, task_ids: list[str] | None = None) -> dict[str, str]:
     """``{task_id: BDDL file}`` of a LIBERO suite in benchmark order (or just ``task_ids``)."""
+    if not suite:
+        raise RobosafeError(f"--host libero needs --suite ({', '.join(suites())})")
     bm = _benchmark(suite)
     tasks = {f"task_{i}": bm.get_task_bddl_file_path(i) for i in range(bm.get_num_tasks())}
     unknown = [t for t in task_ids or () if t not in tasks]
@@ -233,14 +237,25 @@ def region_surfaces(env: Any) -> dict[str, list[float]]:
     return out
 
 
+def make(task: str, *, suite: str, **options: Any) -> LiberoEnv:
+    """The registry's factory (``make_env("libero", "task_N", suite=...)``)."""
+    return LiberoEnv(suite, task, **options)
+
+
+def _category(obj: Any, name: str) -> str:
+    return str(getattr(obj, "category_name", None) or name)
+
+
 class LiberoEnv:
     """One LIBERO task under the standard evaluation protocol, recorded (module docstring).
 
-    The runner's episode interface (as :class:`robosafe.sim.env.TaskEnv`): ``reset(seed=k)``
-    starts from initial state ``k``; ``step``; ``play(policy, obs)``; ``episode(...)``.
-    ``images`` renders both cameras (``image_size`` square, turned 180 degrees); without it no
-    renderer is built (policies that read state only).
+    The host contract (:class:`robosafe.hosts.contract.HostEnv`): ``reset(seed=k)`` starts
+    from initial state ``k``; ``step``; ``task_info()``; ``episode(...)``. ``images`` renders
+    both cameras (``image_size`` square, turned 180 degrees); without it no renderer is built
+    (policies that read state only).
     """
+
+    host = HOST
 
     def __init__(self, suite: str, task_id: str, *, images: bool = False,
                  image_size: int | None = None, horizon: int | None = None):
@@ -293,8 +308,8 @@ class LiberoEnv:
         return int(self.protocol["action_dim"])
 
     @property
-    def control_freq(self) -> int:
-        return int(self.protocol["control_freq"])
+    def control_freq(self) -> float:
+        return float(self.protocol["control_freq"])
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Episode from official initial state ``seed`` (LIBERO's episode index)."""
@@ -304,7 +319,16 @@ class LiberoEnv:
                                 f"exist (the suite ships {len(self.init_states)}; seeds are "
                                 "initial-state indices)")
         self.seed = k
-        self.env.reset()
+        # LIBERO places its fixtures (bodies without joints, which set_init_state cannot
+        # move) from numpy's global generator at every reset: seeded with k as LIBERO's own
+        # env.seed does, the episode depends on (suite, task, k) alone, not on the episodes
+        # the process ran before; the caller's global generator is left as it was
+        outer = np.random.get_state()
+        try:
+            self.env.seed(k)
+            self.env.reset()
+        finally:
+            np.random.set_state(outer)
         obs = self.env.set_init_state(self.init_states[k])
         settle = np.asarray(self.protocol["settle_action"], dtype=float)
         for _ in range(int(self.protocol["settle_steps"])):
@@ -325,13 +349,6 @@ class LiberoEnv:
         truncated = self.steps >= self.horizon and not self.success
         return self._observe(obs), float(self.success), self.success, truncated, self._info()
 
-    def play(self, policy, obs: dict, max_steps: int | None = None,
-             on_obs=None) -> tuple[dict, list]:
-        """Run ``policy`` until success or the step limit; the last info and the actions."""
-        from robosafe.policies.base import play
-
-        return play(self, policy, obs, max_steps, on_obs)
-
     def _observe(self, obs: dict) -> dict:
         out = dict(obs)
         if self.protocol["rotate_images_180"]:
@@ -345,18 +362,33 @@ class LiberoEnv:
         return {"success": self.success, "instruction": self.instruction, "seed": self.seed,
                 "steps": self.steps}
 
-    def task_info(self) -> dict:
-        """Plain data for policies (robosafe.policies.base): instruction, ids, action size,
-        and the LIBERO goal atoms for privileged scripted policies."""
+    def task_info(self) -> TaskInfo:
+        """The task info (robosafe.hosts.contract): LIBERO's goal atoms, objects (with their
+        collision boxes, :func:`object_boxes`) and fixtures, and its region sites
+        (:func:`region_surfaces`: a point and the surface height, no extent)."""
         base = self.env.env
-        return {"instruction": self.instruction, "task_id": self.task_id, "seed": self.seed,
-                "suite": self.suite, "host": HOST, "action_dim": self.action_dim,
-                "control_freq": self.control_freq,
-                "goal_atoms": [[str(a) for a in atom]
-                               for atom in base.parsed_problem["goal_state"]],
-                "objects": list(base.objects_dict), "fixtures": list(base.fixtures_dict),
-                "target_object": self.recorder.target_object,
-                "object_boxes": object_boxes(base), "regions": region_surfaces(base)}
+        atoms = tuple(tuple(str(a) for a in atom) for atom in base.parsed_problem["goal_state"])
+        boxes = object_boxes(base)
+        objects = {}
+        for name, obj in base.objects_dict.items():
+            box = boxes.get(name)
+            lo, hi = (np.asarray(box[0]), np.asarray(box[1])) if box else (None, None)
+            objects[name] = ObjectInfo(
+                category=_category(obj, name), kind="object",
+                half_extents=(tuple(float(v) for v in (hi - lo) / 2) if box else None),
+                box=(tuple(map(float, lo)), tuple(map(float, hi))) if box else None)
+        for name, obj in base.fixtures_dict.items():
+            objects.setdefault(name, ObjectInfo(category=_category(obj, name), kind="fixture"))
+        regions = {name: RegionInfo(centre=(x, y, z), z=z)
+                   for name, (x, y, z) in region_surfaces(base).items()}
+        goal = " ".join(f"({' '.join(a)})" for a in atoms)
+        return TaskInfo(
+            host=HOST, task_id=self.task_id, task_name=self.task_name, suite=self.suite,
+            instruction=self.instruction, seed=self.seed, action_dim=self.action_dim,
+            control_freq=self.control_freq,
+            goal=(f"(And {goal})" if len(atoms) > 1 else goal) if atoms else None,
+            goal_atoms=atoms, target_object=self.recorder.target_object, objects=objects,
+            regions=regions)
 
     def episode(self, *, episode_id: str | None = None, policy: str | None = None,
                 instance_id: str | None = None, meta: dict | None = None):

@@ -6,13 +6,15 @@ A policy is anything with::
     reset(task_info: dict) -> None      # once per episode, before the first act()
     act(observation: dict) -> np.ndarray  # one action (the env's action_dim floats)
 
-``task_info`` (built by :meth:`robosafe.sim.env.TaskEnv.task_info`) holds plain data only, so
-it crosses a policy server unchanged: ``instruction`` (possibly language-perturbed),
-``task_id``, ``seed``, ``action_dim``, ``control_freq``, ``goal`` (CBDDL text) and
-``goal_atoms`` (``[[name, arg, ...], ...]`` of the goal's predicates), ``objects``
-(``{name: {"category", "kind", "half_extents", "properties"}}``), ``regions``
-(``{ref: {"rects": [[x_min, y_min, x_max, y_max], ...], "z": support height}}``, world
-frame), ``articulations`` (``{entity: {"closed", "open"}}``), ``table_z``.
+``task_info`` is the host's :class:`robosafe.hosts.contract.TaskInfo` as plain data
+(``TaskInfo.to_dict()``, the same keys on every host), so it crosses a policy server unchanged:
+``host``, ``task_id``, ``task_name``, ``suite``, ``instruction`` (possibly
+language-perturbed), ``seed``, ``action_dim``, ``control_freq``, ``goal`` ((C)BDDL text or
+None) and ``goal_atoms`` (``[[name, arg, ...], ...]`` of the goal's predicates),
+``target_object``, ``objects`` (``{name: {"category", "kind", "half_extents", "properties",
+"moving", "box"}}``), ``regions`` (``{ref: {"centre": [x, y, z], "z": support height,
+"rects": [[x_min, y_min, x_max, y_max], ...]}}``, world frame), ``articulations``
+(``{entity: {"closed", "open"}}``), ``table_z``.
 
 Observations are robosuite's (``robot0_eef_pos``, ``robot0_gripper_qpos``, ...), camera images
 ``<camera>_image``, and privileged state that scripted policies use (learned policies ignore
@@ -119,12 +121,12 @@ class ReplayPolicy:
 
 def play(env, policy: Policy, obs: dict, max_steps: int | None = None,
          on_obs=None) -> tuple[dict, list]:
-    """One episode loop for every host env (robosafe's TaskEnv, LIBERO's): ``policy.reset`` with
-    the env's task info, then act and step from ``obs`` (what ``env.reset`` returned) until the
-    episode terminates or truncates, or ``max_steps`` (at most the env's horizon). ``on_obs``
-    (if given) sees every observation, the first included: one per trace row. Returns the
-    last info and the actions taken."""
-    policy.reset(env.task_info())
+    """The one episode loop for every host env (robosafe.hosts.contract.HostEnv):
+    ``policy.reset`` with the env's task info as plain data, then act and step from ``obs``
+    (what ``env.reset`` returned) until the episode terminates or truncates, or ``max_steps``
+    (at most the env's horizon). ``on_obs`` (if given) sees every observation, the first
+    included: one per trace row. Returns the last info and the actions taken."""
+    policy.reset(env.task_info().to_dict())
     info: dict = {"success": env.success}
     actions: list = []
     if on_obs is not None:
@@ -156,6 +158,11 @@ def policy_kind(spec: str) -> str:
                         "ws://HOST:PORT")
 
 
+#: the scripted policy of each host's observations (default: robosafe's simulator's)
+SCRIPTED = {"libero": ("robosafe.policies.libero_scripted", "LiberoPickPlace")}
+_SCRIPTED_DEFAULT = ("robosafe.policies.scripted", "ScriptedPolicy")
+
+
 def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None) -> Policy:
     """A policy from its command-line spec (see the module docstring) for episodes of ``host``:
     scripted policies are the host's own (LIBERO's read LIBERO's privileged observations), and
@@ -173,13 +180,10 @@ def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None
 
         return ProbePolicy(spec.removeprefix("probe:"))
     if kind == "scripted":
-        if host == "libero":
-            from robosafe.policies.libero_scripted import LiberoPickPlace
+        import importlib
 
-            return LiberoPickPlace(style=spec.removeprefix("scripted-"))
-        from robosafe.policies.scripted import ScriptedPolicy
-
-        return ScriptedPolicy(style=spec.removeprefix("scripted-"))
+        module, cls = SCRIPTED.get(host, _SCRIPTED_DEFAULT)
+        return getattr(importlib.import_module(module), cls)(style=spec.removeprefix("scripted-"))
     from robosafe.policies.remote import RemotePolicy, default_adapter
 
     return RemotePolicy(spec, adapter=adapter or default_adapter(host))

@@ -113,9 +113,10 @@ class _State:
 
 def plan(task_info: dict[str, Any]) -> list[Placement]:
     """The placements of a LIBERO task's goal, or one error line saying why it has none."""
-    objects = list(task_info.get("objects", ()))
-    regions = task_info.get("regions", {})
-    fixtures = list(task_info.get("fixtures", ()))
+    scene = task_info.get("objects", {})
+    objects = [n for n, o in scene.items() if o.get("kind") == "object"]
+    fixtures = [n for n, o in scene.items() if o.get("kind") == "fixture"]
+    regions = {n: r["centre"] for n, r in task_info.get("regions", {}).items()}
     task = task_info.get("task_id")
     out = []
     for atom in task_info.get("goal_atoms", ()):
@@ -160,11 +161,12 @@ class LiberoPickPlace:
 
     def reset(self, task_info: dict[str, Any]) -> None:
         self.placements = plan(task_info)
-        boxes = task_info.get("object_boxes") or {}
+        boxes = {n: o["box"] for n, o in task_info.get("objects", {}).items()
+                 if o.get("box") is not None}
         missing = [p.obj for p in self.placements if p.obj not in boxes]
         if missing:
             raise RobosafeError(f"scripted LIBERO policy: the task info has no collision box "
-                                f"for {', '.join(missing)} (object_boxes)")
+                                f"for {', '.join(missing)} (objects[...].box)")
         self.boxes = {k: np.asarray(v, dtype=float) for k, v in boxes.items()}
         self.task = f"{task_info.get('suite', 'libero')}/{task_info.get('task_id')}"
         self.note = None

@@ -46,7 +46,7 @@ MAX_REPLY_BYTES = 16 * 2**20
 API_KEY_ENV = "ROBOSAFE_POLICY_API_KEY"
 
 #: Suffixes of privileged simulator state that a learned policy would not have on a real
-#: robot: object poses, articulation and handle positions (robosafe's TaskEnv), and
+#: robot: object poses, articulation and handle positions (robosafe's simulator), and
 #: robosuite's concatenated ``object-state``.
 PRIVILEGED_SUFFIXES = ("_pos", "_quat", "_qpos", "_handle_pos", "-state")
 ROBOT_PREFIX = "robot0_"

@@ -35,7 +35,8 @@ class TaskCheck:
 
 
 def placement_problems(env) -> list[str]:
-    """Objects in collision, off the table, or not at rest right after reset."""
+    """Objects in collision, off the table, or not at rest right after reset (``env``: the
+    world, :class:`robosafe.sim.env.TaskEnv`)."""
     problems = []
     arena, view = env.arena, env.view
     d = arena.data_ptr()
@@ -70,14 +71,14 @@ def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
                assets: str = "stand-in") -> TaskCheck:
     """Build ``path`` for each seed and check placement (and rendering, and the policy), with
     the stand-ins or LIBERO's own assets."""
-    from robosafe.policies.base import make_policy
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.registry import make_env
+    from robosafe.policies.base import make_policy, play
 
     path = Path(path)
     out = TaskCheck(task_id or path.stem)
     try:
-        env = TaskEnv(path, render=render, image_size=(32, 32), task_id=out.task_id,
-                      assets=assets)
+        env = make_env("robosafe", path, images=render, image_size=32, task_id=out.task_id,
+                       assets=assets)
     except RobosafeError as err:
         out.problems.append(str(err))
         return out
@@ -85,15 +86,15 @@ def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
     try:
         for seed in seeds:
             obs, _ = env.reset(seed=seed)
-            out.problems += [f"seed {seed}: {p}" for p in placement_problems(env)]
+            out.problems += [f"seed {seed}: {p}" for p in placement_problems(env.world)]
             if render and not any(np.ptp(obs[f"{c}_image"]) for c in env.cameras):
                 out.problems.append(f"seed {seed}: blank camera images")
             if agent is None:
                 continue
-            info, _ = env.play(agent, obs)
+            info, _ = play(env, agent, obs)
             out.episodes += 1
             out.successes += int(info["success"])
-            out.cost.append(env.cost_breakdown().total)
+            out.cost.append(env.world.cost_breakdown().total)
     except RobosafeError as err:
         out.problems.append(str(err))
     finally:
@@ -104,14 +105,15 @@ def check_task(path: str | Path, *, seeds=(0, 1), policy: str | None = None,
 def check_violation(path: str | Path, mode: str, target: str, term: int, *, seed: int = 0,
                     max_steps: int = 200, task_id: str | None = None) -> str | None:
     """Run a deliberately unsafe script; None if cost term ``term`` fired, else the problem."""
+    from robosafe.hosts.registry import make_env
+    from robosafe.policies.base import play
     from robosafe.policies.scripted import ViolatorPolicy
-    from robosafe.sim.env import TaskEnv
 
-    env = TaskEnv(path, render=False, task_id=task_id)
+    env = make_env("robosafe", path, images=False, task_id=task_id)
     try:
         obs, _ = env.reset(seed=seed)
-        env.play(ViolatorPolicy(mode, target), obs, max_steps)
-        per_term = env.cost_breakdown().per_term
+        play(env, ViolatorPolicy(mode, target), obs, max_steps)
+        per_term = env.world.cost_breakdown().per_term
     finally:
         env.close()
     if term >= len(per_term):

@@ -37,7 +37,6 @@ from robosafe.textio import MAX_TASK_FILE
 from robosafe.trace.episode import Episode
 
 TOLERANCE_M = 0.01
-HOSTS = ("robosafe", "libero")
 
 
 @dataclass
@@ -110,8 +109,10 @@ def _sidecar(ds: Dataset) -> tuple[str, dict[str, str], dict[str, Any]]:
         raise RobosafeError(f"{ds.root}: --replay needs the host that recorded the dataset; "
                             "only datasets robosafe exported (from its simulator or the LIBERO "
                             "host) say which task, initial state and actions to re-run")
+    from robosafe.hosts.registry import hosts, run_hosts
+
     host = side.get("host", "robosafe")
-    if host not in HOSTS:
+    if host not in run_hosts():
         raise DatasetError(f"{where}: unknown host {host!r}")
     tasks = side["tasks"]
     if not isinstance(tasks, dict) or not all(isinstance(v, str) for v in tasks.values()):
@@ -121,9 +122,31 @@ def _sidecar(ds: Dataset) -> tuple[str, dict[str, str], dict[str, Any]]:
                                 or horizon <= 0):
         raise DatasetError(f"{where}: horizon: expected a positive integer, got {horizon!r}")
     suite = side.get("suite")
-    if host == "libero" and not isinstance(suite, str):
-        raise DatasetError(f"{where}: suite: expected a LIBERO suite name, got {suite!r}")
+    if hosts()[host].needs_suite and not isinstance(suite, str):
+        raise DatasetError(f"{where}: suite: expected a {host} suite name, got {suite!r}")
     return host, tasks, {"horizon": horizon, "suite": suite}
+
+
+def _env(ds: Dataset, host: str, text: str, cell: _Cell, opts: dict[str, Any]):
+    """The host env of the episode's task and levels, without images, through the registry;
+    a task file's text is parsed from memory (no file is written from the dataset's content)."""
+    from robosafe.hosts.registry import host_spec, make_env
+
+    spec = host_spec(host)
+    task: Any = cell.task_id
+    options = spec.select({"task_id": cell.task_id, "suite": opts["suite"],
+                           "benchmark": cell.benchmark, "images": False,
+                           "horizon": opts["horizon"], "visual_level": cell.visual_level,
+                           "language_level": cell.language_level})
+    if spec.task == "file":
+        from robosafe.tasks.parser import parse_task
+
+        source = f"{ds.root / SIDECAR_PATH}: tasks[{cell.task_id!r}]"
+        if len(text) > MAX_TASK_FILE:
+            raise DatasetError(f"{source}: larger than {MAX_TASK_FILE >> 20} MiB; not a task")
+        task = parse_task(text, source)
+        options["source"] = source
+    return make_env(host, task, **options)
 
 
 def _actions(frames: dict[str, np.ndarray], where: str) -> np.ndarray:
@@ -174,22 +197,8 @@ def _replay(ds: Dataset, row: dict[str, Any], where: str, host: str, tasks: dict
     if text is None:
         raise DatasetError(f"{ds.root / SIDECAR_PATH}: no task file for {cell.task_id!r}")
     key = (cell.task_id, cell.language_level, cell.visual_level)
-    if key not in envs and host == "libero":
-        from robosafe.hosts.libero import LiberoEnv
-
-        envs[key] = LiberoEnv(opts["suite"], cell.task_id, horizon=opts["horizon"])
-    elif key not in envs:
-        from robosafe.sim.env import TaskEnv
-        from robosafe.tasks.parser import parse_task
-
-        # parsed from memory: no file is written from the dataset's content
-        source = f"{ds.root / SIDECAR_PATH}: tasks[{cell.task_id!r}]"
-        if len(text) > MAX_TASK_FILE:
-            raise DatasetError(f"{source}: larger than {MAX_TASK_FILE >> 20} MiB; not a task")
-        envs[key] = TaskEnv(parse_task(text, source), source=source, task_id=cell.task_id,
-                            benchmark=cell.benchmark, render=False,
-                            visual_level=cell.visual_level, language_level=cell.language_level,
-                            horizon=opts["horizon"])
+    if key not in envs:
+        envs[key] = _env(ds, host, text, cell, opts)
     env = envs[key]
     actions = _actions(ds.frames(row["episode_index"]), where)
     env.reset(seed=cell.seed)

@@ -49,7 +49,7 @@ class RunConfig:
 
     policy: str
     tasks: dict[str, str]  # task_id -> task file
-    host: str = "robosafe"  # robosafe (CBDDL simulator) or libero (robosafe.hosts.libero)
+    host: str = "robosafe"  # a run host of robosafe.hosts.registry (robosafe, libero)
     episodes: int = 1
     seeds: tuple[int, ...] = ()  # one per episode index; default 0..episodes-1
     language_levels: tuple[int, ...] = (0,)
@@ -89,13 +89,12 @@ class RunConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.host == "libero" and self.assets != "libero":
-            # LIBERO builds its scenes from its own meshes and textures whatever --assets says
-            # (that option picks robosafe's simulator's), so record what the episodes used.
-            object.__setattr__(self, "assets", "libero")
-        if self.host == "libero" and self.controller != "robosuite":
-            # LIBERO's envs run their own robosuite controller; the compiled one is robosafe's
-            object.__setattr__(self, "controller", "robosuite")
+        from robosafe.hosts.registry import host_spec
+
+        # settings a host decides itself (LIBERO: its own assets and robosuite's controller,
+        # whatever --assets / --controller say): run.json records what the episodes used
+        for key, value in host_spec(self.host).fixed.items():
+            object.__setattr__(self, key, value)
         if self.cost_mode == "vla-arena":
             from robosafe.tasks.cost import arena_suite, evaluator_name
 
@@ -234,22 +233,17 @@ def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
     key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level, role)
     if key in _ENVS:
         return _ENVS[key]
-    if cfg.host == "libero":
-        from robosafe.hosts.libero import LiberoEnv
+    from robosafe.hosts.registry import host_spec, make_env
 
-        env = LiberoEnv(cfg.suite, cell.task_id, images=cfg.images,
-                        image_size=cfg.image_size, horizon=cfg.horizon)
-    else:
-        from robosafe.sim.env import BENCHMARK, TaskEnv
-
-        env = TaskEnv(_task_file(cell.task_id, job.task_text), task_id=cell.task_id,
-                      benchmark=cfg.suite or BENCHMARK, render=cfg.images,
-                      visual_level=cell.visual_level, language_level=cell.language_level,
-                      horizon=cfg.horizon, assets=cfg.assets, cost_mode=cfg.cost_mode,
-                      controller=cfg.controller,
-                      arena_evaluator=cfg.arena_evaluator,
-                      arena_task=cfg.arena_tasks.get(cell.task_id),
-                      image_size=(cfg.image_size,) * 2 if cfg.image_size else None)
+    spec = host_spec(cfg.host)
+    options = spec.select({
+        "task_id": cell.task_id, "suite": cfg.suite, "benchmark": cfg.suite or spec.benchmark,
+        "images": cfg.images, "image_size": cfg.image_size, "horizon": cfg.horizon,
+        "visual_level": cell.visual_level, "language_level": cell.language_level,
+        "assets": cfg.assets, "cost_mode": cfg.cost_mode, "controller": cfg.controller,
+        "arena_evaluator": cfg.arena_evaluator, "arena_task": cfg.arena_tasks.get(cell.task_id)})
+    task = (_task_file(cell.task_id, job.task_text) if spec.task == "file" else cell.task_id)
+    env = make_env(cfg.host, task, **options)
     _ENVS[key] = env
     return env
 
@@ -277,6 +271,7 @@ def close_policies() -> None:
 def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResult:
     """Run, record and score one episode; its outcome row and files, written nowhere.
     ``put`` turns each chunk of a frame file into what the backend ships (default: bytes)."""
+    from robosafe.policies.base import play
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
     from robosafe.stats.outcomes import OutcomeRow, score_columns
@@ -297,7 +292,7 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
     shutil.rmtree(work, ignore_errors=True)
     try:
         env = _env(job, cfg)
-        base["task_name"] = getattr(env, "task_name", cell.task_id)
+        base["task_name"] = env.task_info().task_name
         policy = _policy(cfg, job.policy_spec)
         if cfg.shield != "off":
             from robosafe.runner.shield import Shield, ShieldConfig
@@ -309,7 +304,7 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
         frames = _frames(work / "frames", cfg, env)
-        info, actions = env.play(policy, obs, on_obs=frames)
+        info, actions = play(env, policy, obs, on_obs=frames)
         # a policy that stopped on its own says why (the LIBERO scripted policy's "gave up")
         note = getattr(policy, "note", None)
         if frames is not None:
@@ -343,9 +338,9 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
         # a client library's message can quote the URL it connected to, credentials included
+        steps = env.steps if env is not None else 0
         result = CellResult(cell, OutcomeRow(
-            **base, success=False, num_env_steps=getattr(env, "steps", 0),
-            error_type=type(exc).__name__,
+            **base, success=False, num_env_steps=steps, error_type=type(exc).__name__,
             error=redact_url(detail.strip().splitlines()[-1])).to_json())
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -394,17 +389,19 @@ def _frames(where: Path, cfg: RunConfig, env):
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
+    from robosafe.hosts.registry import host_spec
     from robosafe.policies.base import policy_kind
 
     policy_kind(cfg.policy)
+    spec = host_spec(cfg.host)
     if cfg.shield != "off" and not resume:
         from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
-        from robosafe.sim.env import BENCHMARK
 
         ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
         check_host(cfg.host)
-        check_tasks(cfg.tasks, cfg.suite or BENCHMARK)
-    if cfg.placement_jitter and (cfg.host != "robosafe" or len(cfg.placement_jitter) != 2):
+        check_tasks(cfg.tasks, cfg.suite or spec.benchmark)
+    if cfg.placement_jitter and (not spec.supports("placement_jitter")
+                                 or len(cfg.placement_jitter) != 2):
         raise RobosafeError("placement jitter is (xy metres, yaw degrees) and needs robosafe's "
                             "simulator")
     if cfg.obs_adapter is not None:

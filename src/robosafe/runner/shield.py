@@ -77,10 +77,11 @@ def _controllers(robot: Any) -> list[Any]:
 
 
 def sync(shadow: Any, real: Any) -> None:
-    """Put ``shadow`` (a TaskEnv of the same task and seed) in ``real``'s exact state: MuJoCo
-    integration state, robosuite's clocks, moving objects' clock and frozen set, controllers."""
+    """Put ``shadow`` (a robosafe host env of the same task and seed) in ``real``'s exact state:
+    MuJoCo integration state, robosuite's clocks, moving objects' clock and frozen set,
+    controllers."""
     shadow.set_state(real.get_state())
-    ra, sa = real.arena, shadow.arena
+    ra, sa = real.world.arena, shadow.world.arena
     for k in ("timestep", "cur_time", "done", "_substep"):
         if hasattr(ra, k):
             setattr(sa, k, getattr(ra, k))
@@ -91,8 +92,11 @@ def sync(shadow: Any, real: Any) -> None:
 
 
 def check_host(host: str) -> None:
-    """The shield copies simulator state; only robosafe's own simulator is wired for that."""
-    if host != "robosafe":
+    """The shield copies simulator state: the host must offer it (registry feature
+    ``state``; robosafe's own simulator does)."""
+    from robosafe.hosts.registry import host_spec
+
+    if not host_spec(host).supports("state"):
         raise RobosafeError(f"--shield needs a host whose simulator state the shield can copy; "
                             f"--host {host} is not supported yet (robosafe's simulator is)")
 
@@ -102,7 +106,7 @@ def check_tasks(tasks: dict[str, str], benchmark: str) -> None:
     from robosafe.safety.online import monitorable
     from robosafe.safety.registry import load_registry
     from robosafe.sim.env import load_task
-    from robosafe.sim.tags import task_tags
+    from robosafe.sim.tags import task_tags  # the robosafe host's tags (hosts.robosafe)
 
     reg = load_registry()
     for task_id, path in sorted(tasks.items()):

@@ -1,12 +1,15 @@
 """The simulator: CBDDL tasks as MuJoCo worlds on robosuite 1.5, with costs, moving objects and
-visual perturbations (VLA-Arena paper 001 Sec. 2-4 and App. 7-8). Its episodes are recorded by
-:mod:`robosafe.hosts.recorder` (SafeVLA-Bench paper 000 App. B). Installed with the ``sim``
-extra."""
+visual perturbations (VLA-Arena paper 001 Sec. 2-4 and App. 7-8). The pure world: the host
+adapter that records its episodes, gives roles and task info is :mod:`robosafe.hosts.robosafe`
+(SafeVLA-Bench paper 000 App. B). Installed with the ``sim`` extra.
+
+Importing it imports robosuite (quietly) but starts no process: the OpenGL backend is chosen
+at the first render (:func:`robosafe.sim.render.ensure_gl_backend`)."""
 
 import logging as _logging
+import os as _os
 
 from robosafe.errors import RobosafeError
-from robosafe.sim.render import ensure_gl_backend as _ensure_gl
 
 _NEEDS = ("robosafe's CBDDL simulator needs the sim extra (robosuite 1.5.2, MuJoCo 3.9.0): "
           "pip install 'robosafe[sim]'")
@@ -32,10 +35,14 @@ def _quiet_robosuite() -> None:
                             "environment: use `robosafe run --host libero`)")
 
 
-# robosuite sets MUJOCO_GL=egl on import when it is unset: pick a working backend first
+# The OpenGL backend is chosen at the first render (ensure_gl_backend: EGL, then OSMesa, each
+# probed in a subprocess), not at import. robosuite exports MUJOCO_GL=egl on import when it is
+# unset (before mujoco loads any GL context): unset it again, so the first render still
+# chooses (ensure_gl_backend rebinds mujoco's context then). Physics-only use needs no backend.
+_GL_SET = "MUJOCO_GL" in _os.environ
 try:
-    _ensure_gl()
-except RobosafeError:  # no GL at all: physics-only use still works; rendering reports it
-    _logging.getLogger(__name__).debug("no OpenGL backend found at import")
-_quiet_robosuite()
+    _quiet_robosuite()
+finally:
+    if not _GL_SET:
+        _os.environ.pop("MUJOCO_GL", None)
 import robosuite  # noqa: F401  (already imported quietly above; re-exported for the CLI)

@@ -1,9 +1,11 @@
-"""Gymnasium-style environment for one CBDDL task (VLA-Arena paper 001 Sec. 2-4).
+"""Gymnasium-style world for one CBDDL task (VLA-Arena paper 001 Sec. 2-4).
 
 ``reset(seed=...) -> obs, info`` and ``step(action) -> obs, reward, terminated, truncated,
 info``. ``info`` carries ``success``, the step's ``cost`` and per-term ``cost_terms``, the
-running ``cumulative_cost`` and every goal predicate's truth. Every step is recorded by
-:class:`robosafe.hosts.recorder.Recorder`; :meth:`TaskEnv.episode` returns the App. B trace.
+running ``cumulative_cost`` and every goal predicate's truth. This is the pure world: roles,
+task info, recording and the App. B trace are the host adapter's,
+:class:`robosafe.hosts.robosafe.RobosafeEnv` (DESIGN.md: ``sim`` imports neither ``hosts`` nor
+``policies``), which drives the physics through its recorder (:meth:`TaskEnv.drive`).
 
 Seeding: the episode seed feeds one ``SeedSequence`` spawned into three streams, placement,
 visual perturbation and pixel noise, so the same seed gives the same initial state, the same
@@ -25,7 +27,6 @@ import mujoco
 import numpy as np
 
 from robosafe.errors import RobosafeError, TaskError
-from robosafe.hosts.recorder import Recorder
 from robosafe.sim.controller import DEFAULT as CONTROLLER
 from robosafe.sim.perturb import (
     VisualPerturbation,
@@ -38,7 +39,7 @@ from robosafe.sim.perturb import (
 from robosafe.sim.placement import InitState
 from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
-from robosafe.sim.tags import target_object, task_tags
+from robosafe.sim.tags import target_object
 from robosafe.sim.world import ArenaEnv, config
 from robosafe.tasks.ast import Pred, Problem
 from robosafe.tasks.cost import (
@@ -57,10 +58,8 @@ from robosafe.tasks.cost import (
 from robosafe.tasks.language import perturb_instruction
 from robosafe.tasks.parser import parse_file
 from robosafe.tasks.validate import validate_task
-from robosafe.tasks.writer import atom_text, write_formula
-from robosafe.trace.episode import Episode, TaskTags
+from robosafe.tasks.writer import atom_text
 
-BENCHMARK = "robosafe-sim"
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 VISUAL_GROUPS = (1, 2)
 
@@ -109,7 +108,7 @@ class TaskEnv:
     """A CBDDL task as a MuJoCo world with the gymnasium reset/step contract."""
 
     def __init__(self, task: Problem | str | Path, *, source: str | None = None,
-                 task_id: str | None = None, benchmark: str = BENCHMARK, cameras: tuple[str, ...] | None = None,
+                 task_id: str | None = None, cameras: tuple[str, ...] | None = None,
                  image_size: tuple[int, int] | None = None, depth: bool = False,
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
@@ -157,9 +156,9 @@ class TaskEnv:
             raise TaskError(f"unknown camera(s) {missing}; this world has {known}",
                             source=self.source)
         self.target = target_object(self.problem)
-        self.recorder = Recorder(self.arena, roles=self._roles(), names=self._names(),
-                                 benchmark=benchmark, task_id=self.task_id,
-                                 target_object=self.target)
+        # what steps and resets the physics: the robosuite env itself, or a wrapper around it
+        # that must see every physics step (a host's trace recorder, :meth:`drive`)
+        self._physics = self.arena
         self._base_rgba = m.geom_rgba.copy()
         self._base_cam_pos = m.cam_pos.copy()
         self._terms = cost_terms(self.problem.cost, cost_mode)
@@ -170,6 +169,9 @@ class TaskEnv:
         self.view: StateView | None = None
         self.seed: int | None = None
         self._next_seed = 0
+        self.instruction = self.problem.language  # until reset perturbs it (W1-W4)
+        self.steps = 0
+        self.success = False
 
     def _use_init_state(self, state: InitState | None) -> None:
         """Every reset starts from ``state``'s poses (robosafe.sim.placement.InitState): a name
@@ -211,33 +213,16 @@ class TaskEnv:
                                     source=self.source, line=getattr(p.pos, "line", None),
                                     column=getattr(p.pos, "column", None))
 
-    # -- roles and names for the trace ------------------------------------------------------
     def _task_cameras(self) -> tuple[str, ...]:
         named = [c.name for c in self.problem.camera]
         return tuple(dict.fromkeys([*config()["cameras"], *named]))
 
-    def _roles(self) -> dict[str, str]:
-        roles = {"table": "furniture"}
-        for name, asset in self.arena.assets.items():
-            if name == self.target:
-                role = "target"
-            elif asset.category.kind == "fixture":
-                role = "furniture"
-            elif name in self.arena.moving:
-                role = "other"  # its displacement is its motion, not a disturbance
-            else:
-                role = "bystander"
-            roles[asset.root_body] = role
-        return roles
-
-    def _names(self) -> dict[str, str]:
-        names = {a.root_body: n for n, a in self.arena.assets.items()}
-        names["table"] = next(iter(self.arena.table_names), "table")
-        return names
-
-    def task_tags(self) -> TaskTags:
-        """App. B task-tag record from the goal's mechanism and the target's properties."""
-        return task_tags(self.problem)
+    def drive(self, physics) -> None:
+        """Step and reset the robosuite env through ``physics`` from now on: an object with
+        ``reset()`` and ``step(action)`` that wraps :attr:`arena` (a trace recorder), so it
+        sees the state right after every physics step and reset, before this world reads
+        its predicates or renders."""
+        self._physics = physics
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -254,8 +239,7 @@ class TaskEnv:
         self.instruction = (perturb_instruction(self.problem.language, self.language_level,
                                                 self.seed).text
                             if self.language_level else self.problem.language)
-        self.recorder.reset()
-        self.recorder.set_cost(0.0)
+        self._physics.reset()
         _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         self.view.start_episode()
@@ -297,7 +281,7 @@ class TaskEnv:
         if action.shape != (self.arena.action_dim,) or not np.all(np.isfinite(action)):
             raise RobosafeError(f"action must be {self.arena.action_dim} finite numbers, got "
                                 f"shape {action.shape}")
-        self.recorder.step(action)
+        self._physics.step(action)
         self.steps += 1
         self.view.update()
         now = {p: self.view.atom(p) for p in self._cost_preds}
@@ -318,7 +302,6 @@ class TaskEnv:
             self._ended = True
         cost = sum(terms)
         self._costs.append(cost)
-        self.recorder.set_cost(cost)
         info = self._info(cost, terms)
         if self._ended and self.cost_mode == "vla-arena":
             info["vla_arena"] = self.arena_result()
@@ -333,15 +316,6 @@ class TaskEnv:
         return {"suite": self.arena_suite, "level": self.arena_level,
                 "evaluator": out.evaluator, "cost": out.cost, "success": out.success,
                 "safe_success": out.safe_success}
-
-    def play(self, policy, obs: dict, max_steps: int | None = None,
-             on_obs=None) -> tuple[dict, list]:
-        """Run ``policy`` from the observation ``reset`` returned until the episode ends (or
-        ``max_steps``); the last info and the actions taken. ``on_obs`` (if given) sees every
-        observation, the first one included: one per trace row."""
-        from robosafe.policies.base import play
-
-        return play(self, policy, obs, max_steps, on_obs)
 
     def _freeze(self, terms: list[float]) -> None:
         """VLA-Arena App. 7.4: a moving object stops at its first violation of a term.
@@ -379,37 +353,11 @@ class TaskEnv:
             "frozen": sorted(self.arena.frozen),
         }
 
-    def _articulated(self) -> list[str]:
+    def articulated(self) -> list[str]:
         """Entities of Open/Close/TurnOn/TurnOff atoms in the goal and init."""
         names = ("open", "close", "turnon", "turnoff", "toggledon")
         atoms = [*predicates(self.problem.goal), *self.problem.init]
         return list(dict.fromkeys(str(p.args[0]) for p in atoms if p.name.lower() in names))
-
-    def task_info(self) -> dict:
-        """Plain-data description of the episode for policies (see robosafe.policies.base)."""
-        regions = {}
-        for ref, region in self.problem.region_index().items():
-            rects, _, floor = self.arena.region_geometry(region)
-            regions[ref] = {"rects": rects.tolist(), "z": floor}
-        objects = {n: {"category": a.category.name, "kind": a.category.kind,
-                       "half_extents": list(a.category.half_extents),
-                       "properties": sorted(a.category.properties),
-                       "moving": n in self.arena.moving}
-                   for n, a in self.arena.assets.items()}
-        arts = {}
-        for entity in self._articulated():
-            _, art = self.arena.articulation(entity)
-            arts[entity] = {"closed": art.closed, "open": art.open}
-        return {
-            "instruction": self.instruction, "task_id": self.task_id, "seed": self.seed,
-            "action_dim": self.action_dim, "control_freq": self.control_freq,
-            "goal": write_formula(self.problem.goal),
-            "goal_atoms": [[p.name, *[a if isinstance(a, str) else list(a)
-                                      if isinstance(a, tuple) else a for a in p.args]]
-                           for p in predicates(self.problem.goal)],
-            "objects": objects, "regions": regions, "articulations": arts,
-            "table_z": float(self.arena.table_offset[2]),
-        }
 
     def _grip_geoms(self, entity: str) -> set[int]:
         """Geom ids of the part a hand grasps on an articulated entity (handle or knob)."""
@@ -432,7 +380,7 @@ class TaskEnv:
                     if pid not in asset.category.hazard_parts for g in geoms]
             if asset.category.hazard_parts and safe:
                 obs[f"{name}_safe_pos"] = d.geom_xpos[safe].mean(axis=0)
-        for entity in self._articulated():
+        for entity in self.articulated():
             adr, art = self.arena.articulation(entity)
             obs[f"{entity}_qpos"] = np.array([d.qpos[adr]])
             jbody = m.jnt_bodyid[m.joint(art.joint).id]
@@ -458,22 +406,29 @@ class TaskEnv:
                                                     groups=VISUAL_GROUPS)
         return obs
 
-    # -- traces and states ---------------------------------------------------------------------
-    def episode(self, *, episode_id: str | None = None, policy: str | None = None,
-                instance_id: str | None = None, meta: dict | None = None) -> Episode:
-        """The App. B trace of the episode so far (terminal costs booked if not yet ended)."""
-        if not self._ended and self.steps:
-            self._costs[-1] += self.cost_breakdown().terminal
-            self.recorder.set_cost(self._costs[-1])
-            self._ended = True
+    # -- costs and states -----------------------------------------------------------------------
+    @property
+    def step_costs(self) -> list[float]:
+        """The cost booked on each step so far (terminal terms on the final one): sums to CC."""
+        return list(self._costs)
+
+    def finish(self) -> bool:
+        """End the episode where it is: book the terminal terms' cost on the last step (once;
+        an episode that terminated or truncated has them already). True if it booked."""
+        if self._ended or not self.steps:
+            return False
+        self._costs[-1] += self.cost_breakdown().terminal
+        self._ended = True
+        return True
+
+    def episode_meta(self) -> dict:
+        """What a trace's ``meta`` says about this world's episode: visual level, cost mode,
+        CC, and with cost mode vla-arena VLA-Arena's own report (:meth:`arena_result`)."""
         info = {"visual_level": self.visual_level, "cost_mode": self.cost_mode,
-                "cumulative_cost": float(sum(self._costs)), **(meta or {})}
+                "cumulative_cost": float(sum(self._costs))}
         if self.cost_mode == "vla-arena":
             info["vla_arena"] = self.arena_result()
-        return self.recorder.episode(
-            success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
-            episode_id=episode_id or f"{self.task_id}/seed_{self.seed}",
-            task_tags=self.task_tags(), meta=info)
+        return info
 
     def get_state(self) -> np.ndarray:
         """The full MuJoCo integration state (qpos, qvel, act, mocap poses, ...) as float64."""
