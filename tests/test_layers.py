@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "robosafe"
 #: lowest first: a package may import its own modules and those of lower layers, never a
 #: package of its own layer or a higher one. The shared helpers sit at the bottom.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),
+    ("errors", "log"),
     ("textio", "outputs", "redact"),
     ("trace",),
     ("safety",),

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from robosafe.errors import RobosafeError
+from robosafe.runner.inputs import count_once
 from robosafe.runner.rundir import Cell, create_run
 from robosafe.runner.scoring import score_paths, score_run
-from robosafe.safety.inputs import count_once
 from robosafe.safety.score import score_files
 from robosafe.stats import aggregate as agg
 from robosafe.stats.outcomes import OutcomeRow

@@ -161,7 +161,7 @@ def score_paths(paths: Iterable[str | Path], *, variant: str = "default", worker
                 on_error: Callable[[RobosafeError], None] | None = None
                 ) -> Iterator[EpisodeScore]:
     """Score what ``robosafe score`` is given, in order, each episode once
-    (``safety.inputs.count_once``): trace files (JSON, JSONL, Parquet), run directories of
+    (``runner.inputs.count_once``): trace files (JSON, JSONL, Parquet), run directories of
     ``robosafe run`` (:func:`score_run`: the traces its outcome rows say finished) and LeRobot
     v3.0 dataset directories. Trace files come first, datasets last, as given.
 
@@ -170,8 +170,8 @@ def score_paths(paths: Iterable[str | Path], *, variant: str = "default", worker
     out are logged (``robosafe.log``). A run directory without finished episodes is an error.
     """
     from robosafe.formats.lerobot import is_dataset
+    from robosafe.runner.inputs import count_once, score_dataset
     from robosafe.runner.rundir import is_run_dir
-    from robosafe.safety.inputs import count_once, score_dataset
     from robosafe.safety.score import score_files
 
     def report(err: RobosafeError) -> None:

@@ -4,7 +4,7 @@ records).
 
 What ``robosafe score`` does with its arguments, callable from Python::
 
-    from robosafe.safety.inputs import count_once, score_dataset
+    from robosafe.runner.inputs import count_once, score_dataset
     from robosafe.safety.score import score_files
 
     errors = []
@@ -13,7 +13,7 @@ What ``robosafe score`` does with its arguments, callable from Python::
                              on_error=errors.append))
 
 Lines a user should read (a task found in no registry entry, what a dataset lacks) are logged
-on ``robosafe.safety.inputs`` (``robosafe.log``); a skipped episode goes to ``on_error``.
+on ``robosafe.runner.inputs`` (``robosafe.log``); a skipped episode goes to ``on_error``.
 """
 
 from __future__ import annotations
