@@ -112,6 +112,11 @@ class TaskError(RobosafeError):
         return f"{where}: {self.message}"
 
 
+class HostContractError(RobosafeError):
+    """A host env does not keep the host contract (``hosts.contract.check_host_env`` names the
+    check)."""
+
+
 class EndpointError(RobosafeError):
     """A VLM endpoint cannot serve any clip (unreachable, auth rejected, unknown URL or model)."""
 

@@ -18,15 +18,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import HostContractError
 from robosafe.trace.episode import Episode
 
 #: A goal atom's argument: an entity name, a number (a threshold), or part ids.
 Arg = str | float | tuple[int, ...]
-
-
-class HostContractError(RobosafeError):
-    """A host env does not keep the host contract (:func:`check_host_env` names the check)."""
 
 
 @dataclass(frozen=True)
