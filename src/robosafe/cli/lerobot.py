@@ -81,7 +81,7 @@ def export_lerobot(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset."),
     reencode: bool = REENCODE,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """A run directory as a LeRobot v3.0 dataset, with per-frame `safety.*` features and
     per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`).
     Camera videos are the run's own h264 streams, copied; one line per camera says so, or
@@ -122,7 +122,7 @@ def collect(
                                 help="Continue an interrupted collect (same options): keep "
                                      "its finished episodes, run the rest."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
@@ -202,7 +202,7 @@ def import_lerobot(
     tolerance: float = typer.Option(0.01, "--tolerance", min=0.0,
                                     help="Replay divergence (m) that flags an episode."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """A LeRobot dataset as robosafe traces (score them with `robosafe score FILE`).
 
     An episode that cannot be read (or replayed) is one line on stderr and left out; the others

@@ -27,7 +27,7 @@ def serve_policy_cmd(
                                        help="Largest action_dim a client's reset may ask for."),
     as_json: bool = typer.Option(False, "--json",
                                  help='Print {"url": ..., "policy": ...} on one line, then serve.'),
-):
+) -> None:
     """Serve a policy over openpi's websocket + msgpack-numpy protocol until Ctrl-C.
 
     Clients: `robosafe run --policy ws://HOST:PORT`, RemotePolicy, openpi's client.

@@ -106,7 +106,7 @@ def shortcut(
                                   "runs, shortcut.json (rerun to resume)."),
     workers: int = WORKERS,
     as_json: bool = AS_JSON,
-):
+) -> None:
     """Shortcut probe (paper 002, Sec. 3): train a policy that never reads the instruction
     (a task index instead) on the demonstrations, score its checkpoints on the suite with the
     seeds any policy gets, and set them next to the demonstrator's success."""
@@ -179,7 +179,7 @@ def data_source(
                                   "evaluations, data_source.json (rerun to resume)."),
     workers: int = WORKERS,
     as_json: bool = AS_JSON,
-):
+) -> None:
     """Data-source dependence (paper 002, Sec. 6, App. A.3): policies trained on demonstrations
     jittered around the evaluation seeds (0.0025 m, 15 deg) and on demonstrations from other
     seeds, one per task without image augmentation (App. A.3); both SRs with intervals, their

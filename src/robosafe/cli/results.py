@@ -8,6 +8,7 @@ directory. ``compare`` is the paired task-stratified Wald test of benchmark audi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +17,9 @@ from rich.table import Table
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors, warn
 from robosafe.errors import RobosafeError
 
+if TYPE_CHECKING:
+    from robosafe.runner.store import Store as _StoreType
+
 # The store (duckdb, pyarrow, numpy) is imported when a results command runs. Its database
 # defaults are repeated here for the option help; tests/test_cli_startup.py keeps them equal to
 # robosafe.runner.store.DEFAULT_DB / DB_ENV.
@@ -23,7 +27,7 @@ DEFAULT_DB = "robosafe.duckdb"
 DB_ENV = "ROBOSAFE_DB"
 
 
-def Store(*args, **kwargs):  # stands for the class it opens
+def Store(*args: Any, **kwargs: Any) -> _StoreType:  # stands for the class it opens
     from robosafe.runner.store import Store as _Store
 
     return _Store(*args, **kwargs)
@@ -60,7 +64,7 @@ def ingest(
     replace: bool = typer.Option(False, "--replace",
                                  help="Overwrite a run id stored from another directory."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-):
+) -> None:
     """Score run directories and store them (re-ingesting a run replaces its rows)."""
     if run_id is not None and len(run_dirs) != 1:
         fail("--run-id needs exactly one RUN_DIR")
@@ -99,7 +103,7 @@ def ingest(
 @results_app.command("list")
 @user_errors
 def list_runs(db: str = _db_option(),
-              as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Stored runs: n, SR, Safety, SBU (with Wilson 95% CI) and mean cumulative cost."""
     with Store(db, read_only=True) as store:
         rows = store.runs()
@@ -132,7 +136,7 @@ def compare(
     alpha: float = typer.Option(0.05, help="One-sided significance level."),
     db: str = _db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-):
+) -> None:
     """Is run B better than run A? (paper 002: paired Wald test App. C.1, else C.6)
 
     Paired task-stratified Wald test on the instances both runs share (suite, task_id,
@@ -170,7 +174,7 @@ def show(run_id: str = typer.Argument(..., help="A stored run id."),
          db: str = _db_option(),
          episodes: bool = typer.Option(False, "--list-episodes", help="Also list every episode."),
          as_json: bool = typer.Option(False, "--json", help="Print JSON (with episodes)."),
-         old_episodes: bool = typer.Option(False, "--episodes", hidden=True)):
+         old_episodes: bool = typer.Option(False, "--episodes", hidden=True)) -> None:
     """One run: its config, summary, per-task SR / Safety and per-spec violation rates."""
     if old_episodes:  # --episodes is a count on every other command
         warn("--episodes is deprecated and will be removed in the next release; use "

@@ -333,7 +333,7 @@ def run(
     shield_candidates: str = typer.Option("scale,hold,retreat,open", "--shield-candidates",
                                           help="filter: replacement actions to try."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
     from robosafe.policies.base import policy_kind
@@ -435,7 +435,7 @@ def demo(
     fresh: bool = typer.Option(False, "--fresh", help="Run again from scratch instead of "
                                                       "reusing the episodes in --out."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """Run the built-in demo suite with a careful and a careless scripted policy, score and
     store both, and write an HTML report: success does not imply safety."""
     from robosafe.report.html import write_report

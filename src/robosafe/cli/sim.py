@@ -55,7 +55,7 @@ def run(
     visual_level: int = typer.Option(0, "--visual-level", min=0, max=4, help="V0-V4."),
     images: bool = typer.Option(False, help="Render camera images (slower; off by default)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-):
+) -> None:
     """Run episodes of one task and write their safety traces (score them with
     `robosafe score OUT`)."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
@@ -114,7 +114,7 @@ def state(
     seed: int = typer.Option(0, help="Episode seed."),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the state (.npy)."),
     as_json: bool = typer.Option(False, "--json"),
-):
+) -> None:
     """Export the initial state of (task, seed) as a plain .npy array."""
     from robosafe.sim.env import TaskEnv
 
@@ -139,7 +139,7 @@ def record(
     seed: int = typer.Option(0),
     robot: str = typer.Option("Panda"),
     as_json: bool = typer.Option(False, "--json"),
-):
+) -> None:
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
 
@@ -172,7 +172,7 @@ def record(
 
 @sim_app.command("assets")
 @user_errors
-def assets(as_json: bool = typer.Option(False, "--json")):
+def assets(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the bundled asset categories and their safety properties."""
     from robosafe.sim.assets import categories, category
 

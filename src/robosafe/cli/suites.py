@@ -15,7 +15,7 @@ app.add_typer(suites_app, name="suites")
 
 @suites_app.command("list")
 @user_errors
-def list_(as_json: bool = typer.Option(False, "--json")):
+def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     """Every built-in suite with its dimension, levels and task count."""
     from robosafe.tasks.suites import suite_entries, suite_info, suite_names
 
@@ -41,7 +41,7 @@ def list_(as_json: bool = typer.Option(False, "--json")):
 @user_errors
 def show(suite: str = typer.Argument(...),
          level: int = typer.Option(None, "--level", "-l", min=0, max=2),
-         as_json: bool = typer.Option(False, "--json")):
+         as_json: bool = typer.Option(False, "--json")) -> None:
     """The tasks of a suite: level, instruction and cost terms."""
     from robosafe.tasks import parse_file
     from robosafe.tasks.cost import cost_terms
@@ -92,7 +92,7 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
           policy: str = typer.Option("scripted-careful",
                                      help="Policy that must solve L0 tasks."),
           assets: str = ASSETS,
-          as_json: bool = typer.Option(False, "--json")):
+          as_json: bool = typer.Option(False, "--json")) -> None:
     """Check every task: placement over seeds, rendering, the policy on L0 (and on the demo
     suite), and that the suite's deliberate violation makes the named cost term fire. One line
     per task; exit 1 if any task fails."""

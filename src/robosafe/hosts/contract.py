@@ -23,6 +23,10 @@ from robosafe.trace.episode import Episode
 
 #: A goal atom's argument: an entity name, a number (a threshold), or part ids.
 Arg = str | float | tuple[int, ...]
+#: ``reset``'s return: (observation, info), as Gymnasium's.
+ResetResult = tuple[dict[str, Any], dict[str, Any]]
+#: ``step``'s return: (observation, reward, terminated, truncated, info), as Gymnasium's.
+StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -144,10 +148,10 @@ class HostEnv(Protocol):
     def control_freq(self) -> float: ...
 
     def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+              options: dict[str, Any] | None = None) -> ResetResult:
         """Start an episode: the same seed gives the same initial state."""
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> StepResult:
         """One action; ``info`` carries at least ``success``, ``instruction`` and ``seed``."""
 
     def close(self) -> None: ...

@@ -38,8 +38,8 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
-from robosafe.hosts.contract import ObjectInfo, RegionInfo, TaskInfo
-from robosafe.trace.episode import TaskTags
+from robosafe.hosts.contract import ObjectInfo, RegionInfo, ResetResult, StepResult, TaskInfo
+from robosafe.trace.episode import Episode, TaskTags
 
 HOST = "libero"
 ROBOT_PREFIXES = ("robot0_", "gripper0_", "mount0_")
@@ -311,7 +311,7 @@ class LiberoEnv:
     def control_freq(self) -> float:
         return float(self.protocol["control_freq"])
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> ResetResult:
         """Episode from official initial state ``seed`` (LIBERO's episode index)."""
         k = int(seed or 0)
         if not 0 <= k < len(self.init_states):
@@ -338,7 +338,7 @@ class LiberoEnv:
         self.success = bool(self.env.check_success())
         return self._observe(obs), self._info()
 
-    def step(self, action):
+    def step(self, action: Any) -> StepResult:
         action = np.asarray(action, dtype=float)
         if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
             raise RobosafeError(f"action must be {self.action_dim} finite numbers, got shape "
@@ -391,7 +391,7 @@ class LiberoEnv:
             regions=regions)
 
     def episode(self, *, episode_id: str | None = None, policy: str | None = None,
-                instance_id: str | None = None, meta: dict | None = None):
+                instance_id: str | None = None, meta: dict | None = None) -> Episode:
         """The App. B trace of the episode so far (no cost: LIBERO tasks define none)."""
         info = {"suite": self.suite, "init_state": self.seed, "bddl": Path(self.bddl).name,
                 "settle_steps": int(self.protocol["settle_steps"]), **(meta or {})}

@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.hosts.contract import ArticulationInfo, ObjectInfo, RegionInfo, TaskInfo
+from robosafe.hosts.contract import (
+    ArticulationInfo,
+    ObjectInfo,
+    RegionInfo,
+    ResetResult,
+    StepResult,
+    TaskInfo,
+)
 from robosafe.hosts.recorder import Recorder
 from robosafe.sim.env import TaskEnv
 from robosafe.sim.tags import task_tags
@@ -127,12 +134,13 @@ class RobosafeEnv:
     def instruction(self) -> str:
         return self.world.instruction
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> ResetResult:
         out = self.world.reset(seed=seed, options=options)
         self.recorder.set_cost(0.0)
         return out
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> StepResult:
         out = self.world.step(action)
         self.recorder.set_cost(out[4]["cost"])
         return out

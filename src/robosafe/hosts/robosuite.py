@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.hosts.contract import ObjectInfo, TaskInfo
+from robosafe.hosts.contract import ObjectInfo, ResetResult, StepResult, TaskInfo
 from robosafe.hosts.recorder import Recorder, known_hosts
 from robosafe.trace.episode import Episode
 
@@ -73,7 +73,8 @@ class RobosuiteEnv:
         low, high = self.env.action_spec
         return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> ResetResult:
         if seed is not None:
             # in place: robosuite's placement samplers and objects hold this same generator
             fresh = np.random.default_rng(int(seed))
@@ -85,7 +86,7 @@ class RobosuiteEnv:
         self.success = bool(self.env._check_success())
         return dict(obs), self._info()
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> StepResult:
         action = np.asarray(action, dtype=float)
         if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
             raise RobosafeError(f"action must be {self.action_dim} finite numbers, got shape "

@@ -18,6 +18,7 @@ import yaml
 from robosafe.errors import RegistryError, UnknownTaskError
 
 if TYPE_CHECKING:  # annotations only: the registry loads without numpy (fast CLI start-up)
+    from robosafe.safety.stl import Formula
     from robosafe.trace.episode import TaskTags
 
 TIERS = ("safe", "alternate", "diagnostic")
@@ -47,7 +48,7 @@ class Spec:
     source: str = ""
 
     @cached_property
-    def formula(self):
+    def formula(self) -> Formula:
         from robosafe.safety.stl import parse
 
         return parse(self.stl)

@@ -39,6 +39,7 @@ robosuite's on every substep of recorded episodes.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import mujoco
 import numba
@@ -455,7 +456,7 @@ class CompiledController:
         ctrl[self.act_idx] = np.clip(self.torques, self.par[12:12 + self.torques.size],
                                      self.par[12 + self.torques.size:12 + 2 * self.torques.size])
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
         """robosuite's ``MujocoEnv.step`` with this controller: the same substeps (mj_step1, the
         policy step's goal, torques, moving objects, mj_step2, observables), time, reward and
         observations."""
@@ -504,7 +505,7 @@ class _ObservableClock:
         self.t, self.sampled, self.period = 0.0, True, math.inf
 
     @classmethod
-    def of(cls, env):
+    def of(cls, env: Any) -> _ObservableClock | _EveryUpdate:
         from robosuite.utils.observables import NO_DELAY
 
         items = [o for o in env._observables.values() if o._enabled]

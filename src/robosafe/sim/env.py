@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -44,6 +45,7 @@ from robosafe.sim.world import ArenaEnv, config
 from robosafe.tasks.ast import Pred, Problem
 from robosafe.tasks.cost import (
     MODES,
+    CostBreakdown,
     arena_episode,
     arena_max_steps,
     arena_rules,
@@ -225,7 +227,8 @@ class TaskEnv:
         self._physics = physics
 
     # -- gymnasium API -----------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         if seed is None:
             seed = self._next_seed
         self.seed = int(seed)
@@ -274,7 +277,7 @@ class TaskEnv:
                     base_cam_pos=self._base_cam_pos, base_geom_rgba=self._base_rgba)
         return pert
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         if self._ended:
             raise RobosafeError("step() after the episode ended; call reset()")
         action = np.asarray(action, dtype=float)
@@ -335,7 +338,7 @@ class TaskEnv:
                     names = []
                 self.arena.frozen.update(n for n in names if n in self.arena.moving)
 
-    def cost_breakdown(self):
+    def cost_breakdown(self) -> CostBreakdown:
         """Cumulative cost CC so far (VLA-Arena Sec. 4.1) in the chosen mode."""
         return evaluate_cost(self.problem.cost, lambda p: np.asarray(self._history[p]),
                              self.steps, success=self.success, mode=self.cost_mode,

@@ -26,13 +26,16 @@ from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
+
+if TYPE_CHECKING:
+    from robosafe.sim.assets import Category
 
 __all__ = ["assets_root", "covered", "real_xml", "source_frame"]
 
@@ -231,7 +234,8 @@ def source_frame(name: str) -> tuple[np.ndarray, np.ndarray]:
     return inner - pos, quat
 
 
-def real_xml(cat, fixed: bool, stand_in_sites: dict[str, tuple], stand_in_half):
+def real_xml(cat: Category, fixed: bool, stand_in_sites: dict[str, tuple],
+             stand_in_half: Any) -> tuple[str, Category, list, list, list, dict]:
     """(xml, upright Category with the real half extents, part geoms, visual geoms, site names,
     joints {key: (joint, closed, open)}) for a covered category."""
     row = _data()["categories"][cat.name]

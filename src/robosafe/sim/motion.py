@@ -20,6 +20,8 @@ Decisions where App. 7.2.3 is silent (docs/decisions.md, "Simulator"):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from robosafe.errors import TaskError
@@ -81,7 +83,8 @@ def slerp(q0: np.ndarray, q1: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out / np.linalg.norm(out, axis=-1, keepdims=True)
 
 
-def pose_at(mo: MovingObject, t, p0, q0, *, floor_z: float | None = None):
+def pose_at(mo: MovingObject, t: Any, p0: Any, q0: Any, *,
+            floor_z: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """World position (..., 3) and wxyz orientation (..., 4) of ``mo`` at time ``t`` seconds.
 
     ``p0``/``q0`` are the pose the object was placed at on reset.

@@ -105,7 +105,8 @@ def overlap(a: Footprint, b: Footprint) -> bool:
     return True
 
 
-def sample_in_rects(rects: np.ndarray, yaws: np.ndarray, rng: np.random.Generator):
+def sample_in_rects(rects: np.ndarray, yaws: np.ndarray,
+                    rng: np.random.Generator) -> tuple[float, float, float]:
     """One (x, y, yaw) from rectangles (n, 4) and yaw ranges (n, 2) (or (1, 2) for all)."""
     w = np.clip(rects[:, 2] - rects[:, 0], 0, None)
     h = np.clip(rects[:, 3] - rects[:, 1], 0, None)

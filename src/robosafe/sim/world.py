@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
@@ -30,6 +31,9 @@ from robosafe.sim.libero_assets import assets_root, covered
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
+
+if TYPE_CHECKING:
+    from robosafe.sim.assets import Articulation
 
 GRIPPER = "gripper0"
 
@@ -88,7 +92,7 @@ def _line(node) -> int | None:
     return getattr(getattr(node, "pos", None), "line", None)
 
 
-def region_articulation(asset, name: str):
+def region_articulation(asset: Any, name: str) -> Articulation | None:
     """The articulation a region of ``asset`` names (``top_region`` -> the ``top`` drawer), or
     None if the region is not an articulated part."""
     art = asset.articulations.get(name)
@@ -198,7 +202,7 @@ class ArenaEnv(ManipulationEnv):
                 self.free_qpos[n] = int(m.jnt_qposadr[j])
         self.table_body = m.body("table").id
 
-    def reward(self, action=None):
+    def reward(self, action: Any = None) -> float:
         return float(self._check_success())
 
     def _check_success(self):
@@ -225,7 +229,7 @@ class ArenaEnv(ManipulationEnv):
                                for n, (p, q) in self.start_pose.items()}
         self._motion_steps = self.init_state.mover_steps if self.init_state is not None else 0
 
-    def reset(self):
+    def reset(self) -> dict[str, Any]:
         """robosuite reset, then hidden settling steps so placed objects come to rest before
         the episode (and the moving objects' clock) starts."""
         super().reset()
@@ -251,7 +255,7 @@ class ArenaEnv(ManipulationEnv):
         top = self.sim.data.body_xpos[bid] + [0.0, 0.0, hz[2]]
         return top, np.array(hz[:2])
 
-    def region_geometry(self, region: Region):
+    def region_geometry(self, region: Region) -> tuple[np.ndarray, np.ndarray, float]:
         """World rectangles (n, 4), yaw ranges (n, 2) and the support height of a region.
 
         A region with ``:ranges`` is rectangles in its target's surface frame; a region on a
@@ -443,7 +447,7 @@ class ArenaEnv(ManipulationEnv):
             d.qpos[a:a + 3] = pos
             d.qpos[a + 3:a + 7] = quat
 
-    def articulation(self, entity: str):
+    def articulation(self, entity: str) -> tuple[int, Articulation]:
         """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to."""
         regions = self.problem.region_index()
         region = regions.get(entity)
@@ -467,7 +471,7 @@ class ArenaEnv(ManipulationEnv):
                 self.sim.data.qpos[adr] = art.open if on else art.closed
 
     # -- motion ----------------------------------------------------------------------------------
-    def step(self, action):
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
         if self._compiled is not None:
             return self._compiled.step(action)
         return super().step(action)

@@ -188,7 +188,8 @@ def index_outcomes(rows: Iterable[Keyed]) -> dict[tuple[str, str, str], Keyed]:
     return out
 
 
-def pair_outcomes(cal: list[Outcome], alt: list[Outcome], *, with_keys: bool = False):
+def pair_outcomes(cal: list[Outcome], alt: list[Outcome], *,
+                  with_keys: bool = False) -> tuple:
     """Join on (suite, task_id, instance_id); each instance must appear once per run.
 
     Returns the two value arrays over the shared keys (sorted), and the keys if asked.

@@ -107,7 +107,7 @@ class MovingObject(Node):
     motion_type: str  # linear | circular | waypoint | projectile
     attrs: tuple[MotionAttr, ...] = ()
 
-    def get(self, attr: str, default=None):
+    def get(self, attr: str, default: object = None) -> object:
         """Value of ``motion_<attr>`` (``attr`` with or without the prefix), else default."""
         key = attr if attr.startswith("motion_") else f"motion_{attr}"
         return next((a.value for a in self.attrs if a.name == key), default)

@@ -9,6 +9,7 @@ in (DESIGN.md conventions); the same seed gives the same episode.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,7 +158,7 @@ def synthesize_episode(rng: np.random.Generator, *, benchmark: str, task_id: str
 
 def synthesize_archive(*, benchmarks: list[str], tasks_per_benchmark: int,
                        episodes_per_task: int, profiles: list[str], n_steps: int = 300,
-                       seed: int = 0):
+                       seed: int = 0) -> Iterator[Episode]:
     """Yield episodes for every benchmark x task x policy x episode, each seeded from ``seed``
     so that policies see the same instance sequence (paired evaluation)."""
     for bi, b in enumerate(benchmarks):
