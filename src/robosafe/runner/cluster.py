@@ -131,6 +131,9 @@ def check_nodes(ray) -> list[str]:
 def _remote_job(job: CellJob) -> CellResult:
     import ray
 
+    from robosafe.log import install_stderr_lines
+
+    install_stderr_lines()  # a Ray worker is robosafe's own process: its lines as the CLI's
     res = run_job(job, put=ray.put)
     res.node = _node_id()
     return res

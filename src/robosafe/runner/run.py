@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
+from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
 from robosafe.redact import redact_url
 from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run, open_run
@@ -488,7 +489,9 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
         for job in jobs:
             store(run_job(job))
         return
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                             initializer=install_stderr_lines) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for f in as_completed(futures):
             store(f.result())

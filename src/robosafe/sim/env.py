@@ -20,7 +20,7 @@ are checked on the final state and their cost is booked on the final step, so th
 
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +80,16 @@ def load_task(task: Problem | str | Path, control_freq: float | None = None,
     return problem, source
 
 
-def _warn_once(lines) -> None:
-    """Print each warning line once per process: episodes rebuild and reset the same task."""
+def _warn_once(lines: list[str]) -> None:
+    """Log each warning line once per process: episodes rebuild and reset the same task."""
     for w in lines:
         if w not in _WARNED:
             _WARNED.add(w)
-            print(f"robosafe: warning: {w}", file=sys.stderr)
+            log.warning(w)
 
 
 _WARNED: set[str] = set()
+log = logging.getLogger(__name__)
 
 
 def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
