@@ -95,11 +95,16 @@ def test_cli_reference_is_current():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_design_page_is_the_shared_design():
-    shared = ROOT.parent / "shared" / "DESIGN.md"
-    if not shared.is_file():
-        pytest.skip("no ../shared/DESIGN.md beside this checkout")
-    assert (ROOT / "docs" / "design.md").read_text() == shared.read_text()
+def test_the_design_page_states_the_layers_the_layer_test_checks():
+    """docs/design.md (the project's DESIGN.md) and tests/test_layers.py name one import order."""
+    import re
+
+    from test_layers import LAYERS
+
+    text = " ".join((ROOT / "docs" / "design.md").read_text().split())
+    stated = re.search(r"lowest first: (.*?)\. A package", text).group(1)
+    layers = tuple(tuple(re.findall(r"`(\w+)`", part)) for part in stated.split(" < "))
+    assert layers == tuple(layer for layer in LAYERS if layer != ("__main__",))
 
 
 def test_site_builds_strictly(tmp_path):
