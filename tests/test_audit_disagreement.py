@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.audit.disagreement import disagreement, instance_disagreement
 from robosafe.errors import RobosafeError

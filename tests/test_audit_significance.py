@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.audit.significance import classify_claims, paired_outcome_test, summary
 from robosafe.errors import RobosafeError

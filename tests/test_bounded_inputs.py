@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
-from test_cli import run
 
 from robosafe.trace.io import write_episodes
 

@@ -1,22 +1,14 @@
 """The robosafe command line, run as a real process (exit codes, one-line errors, JSON)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
 
 from robosafe.trace.io import write_episodes
 from robosafe.trace.validate import episode_to_record
-
-
-def run(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          check=False, text=True, cwd=cwd, timeout=300)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def episode(eid, force=50.0, success=True):
@@ -192,8 +184,7 @@ def test_unscored_episodes_warned_once_and_excluded(tmp_path):
 ])
 def test_usage_errors_are_one_line(argv, hint):
     """A mistyped option or command is one line naming it with click's suggestion, exit 2."""
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *argv], capture_output=True,
-                          text=True, check=False)
+    proc = run(*argv)
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
     assert line.startswith("robosafe: error: ") and hint in line

@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_robosafe as run
 from statsmodels.stats.proportion import confint_proportions_2indep
-from test_cli import run
 
 
 def test_stats_wilson_and_newcombe():

@@ -6,8 +6,8 @@ import os
 
 import pytest
 import typer
+from conftest import run_robosafe as run
 from factories import TASK_EXAMPLES
-from test_cli import run
 
 from robosafe.cli import app, resolve_workers
 from robosafe.cli.suites import _check_seeds

@@ -4,7 +4,7 @@ import json
 import shutil
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.grounding.synthetic import SyntheticConfig, generate_dataset
 

@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
+from conftest import run_robosafe as run
 from factories import TASK_EXAMPLES
-from test_cli import run
 
 from robosafe.tasks import parse_file, parse_task
 from robosafe.tasks.language import semantic_slots

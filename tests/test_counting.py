@@ -2,10 +2,9 @@
 trace writes, a deleted trace) and `results ingest` of such a run. Real processes, real files."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
+from conftest import run_robosafe as run
 
 from robosafe.runner.rundir import Cell, create_run
 from robosafe.safety.registry import load_registry
@@ -13,13 +12,6 @@ from robosafe.safety.score import score_episodes
 from robosafe.stats.outcomes import outcome_row
 from robosafe.trace.io import write_episodes
 from robosafe.trace.synthetic import PolicyProfile, synthesize_episode
-
-
-def run(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          check=False, text=True, cwd=cwd, timeout=300)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def episodes(n, policy="p", seed0=0):

@@ -10,8 +10,8 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
-from test_cli import run
 
 from robosafe.grounding.synthetic import SyntheticConfig, generate_dataset
 from robosafe.trace.io import write_episodes

@@ -8,7 +8,7 @@ import os
 import stat
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 from test_counting import make_run
 
 

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 pytest.importorskip("mujoco")
 pytest.importorskip("av")

@@ -8,7 +8,6 @@ PyAV directly, never robosafe's reader; run traces are read as plain JSON lines.
 import json
 import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as cli
 from factories import make_episode, two_episodes, write_libero_style, write_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -29,13 +29,6 @@ from robosafe.tasks.suites import suite_tasks
 
 av = pytest.importorskip("av")
 TASKS = ("place_apple_on_plate_past_vase", "turn_off_stove")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 @pytest.fixture(scope="module")

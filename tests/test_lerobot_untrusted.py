@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode, two_episodes, write_libero_style, write_robosafe
-from test_cli import run
 
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import Dataset, DatasetError
@@ -348,9 +346,8 @@ def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     assert out["aggregate"]["sr"] is None and out["aggregate"]["sr_ci"] is None
     assert out["aggregate"]["n_success_unknown"] == 2 and out["aggregate"]["sbu"] is None
     # wide enough that no cell wraps (tables follow COLUMNS when it is set)
-    table = subprocess.run([sys.executable, "-m", "robosafe", "score", str(root), "--bootstrap",
-                            "0", "--table", "main"], capture_output=True, text=True,
-                           env={**os.environ, "COLUMNS": "400"}, check=False).stdout
+    table = run("score", root, "--bootstrap", "0", "--table", "main",
+                env={**os.environ, "COLUMNS": "400"}).stdout
     assert "n/a (2 unknown)" in table and "0.0 [" not in table
     # the unknown survives into the traces written from the dataset
     trace = tmp_path / "t.jsonl"

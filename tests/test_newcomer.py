@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 from test_counting import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +67,8 @@ def test_default_outputs_are_ignored_by_git(path):
 
 @pytest.mark.parametrize("args", [(), ("demo",), ("run",), ("score",)])
 def test_help_does_not_label_flags_as_values(args):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args, "--help"],
-                          capture_output=True, text=True, check=True,
-                          env={"COLUMNS": "120", "PATH": "", **_pythonpath()})
+    proc = run(*args, "--help", env={"COLUMNS": "120", "PATH": "", **_pythonpath()})
+    assert proc.returncode == 0, proc.stderr
     assert "--help" in proc.stdout and "<bool>" not in proc.stdout
     assert "--json" in proc.stdout or not args
 

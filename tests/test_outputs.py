@@ -21,6 +21,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as cli
+
 from robosafe.cli.run import _ints
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
@@ -28,13 +30,6 @@ from robosafe.redact import redact_url
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR = str(EXAMPLES / "pick_place_moving_car.bddl")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -197,8 +192,7 @@ def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
     (run / "run.json").write_text(json.dumps({"format": "robosafe-run/1"}))
     lock = DirLock.acquire(run, "run directory")
     try:
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "demo", "--fresh", "--out",
-                               str(out)], capture_output=True, text=True, check=False)
+        proc = cli("demo", "--fresh", "--out", str(out))
     finally:
         lock.release()
     assert proc.returncode == 2, proc.stderr

@@ -11,12 +11,12 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_robosafe
 from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
@@ -283,12 +283,7 @@ def test_renders_in_headless_chromium(report, tmp_path):
 
 
 def cli(*args):
-    # Imports the module directly so the test does not depend on cli/__init__ registering it.
-    code = "from robosafe.cli import app, report; app()"
-    proc = subprocess.run([sys.executable, "-c", code, "report", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    return run_robosafe("report", *args)
 
 
 def test_cli_writes_report_and_prints_path(runs, tmp_path):

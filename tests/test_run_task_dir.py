@@ -4,11 +4,11 @@ import csv
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import typer
+from conftest import run_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -43,8 +43,7 @@ def test_every_bddl_below_sorted_with_path_ids(tmp_path):
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", "run", "--policy", "zero", *args],
-                          capture_output=True, text=True, timeout=600, check=False)
+    return run_robosafe("run", "--policy", "zero", *args)
 
 
 @pytest.mark.parametrize(("folder", "message"), [

@@ -14,6 +14,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as cli
+
 from robosafe.errors import RobosafeError
 from robosafe.runner.run import RunConfig, execute, prepare
 from robosafe.runner.rundir import COLUMNS, open_run
@@ -23,11 +25,6 @@ from robosafe.tasks.suites import suite_tasks
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 TASKS = {"car": str(EXAMPLES / "pick_place_moving_car.bddl"),
          "obstacle": str(EXAMPLES / "dynamic_obstacle_cost.bddl")}
-
-
-def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False, **kw)
 
 
 def config(policy="random", **kw) -> RunConfig:

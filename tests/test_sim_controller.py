@@ -2,14 +2,14 @@
 substep of recorded episodes, the goal rotation bit for bit, trajectory drift over 300 steps."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+from conftest import run_robosafe
 
 from robosafe.errors import RobosafeError
 from robosafe.policies.base import make_policy
@@ -144,10 +144,8 @@ def test_run_config_records_the_controller_and_old_runs_read_as_robosuite():
 
 
 def test_cli_rejects_an_unknown_controller_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(DEMO[0]),
-                           "--policy", "zero", "--controller", "fast", "--out",
-                           str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = run_robosafe("run", "--task", DEMO[0], "--policy", "zero", "--controller", "fast",
+                        "--out", tmp_path / "r")
     assert proc.returncode == 2
     assert "--controller" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists()

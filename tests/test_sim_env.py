@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import mujoco
@@ -11,6 +9,8 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+from conftest import run_robosafe as robosafe
 
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.policies.scripted import Script, pick_place_phases
@@ -22,11 +22,6 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR_TASK = EXAMPLES / ("pick_place_moving_car.bddl")
 EVERY_BLOCK = EXAMPLES / "every_block.bddl"
 SMALL = (32, 32)
-
-
-def robosafe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
 
 
 def scripted_episode(env: TaskEnv, seed: int, max_steps: int = 300):

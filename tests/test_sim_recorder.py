@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import mujoco
 import numpy as np
 import pytest
 import robosuite as suite
+from conftest import run_robosafe
 
 from robosafe.errors import RegistryError, TraceError
 from robosafe.hosts.recorder import Recorder, host_roles, known_hosts
@@ -140,9 +139,7 @@ def test_lift_trace_scores_with_the_cli(lift_run, tmp_path):
     assert write_episodes(path, [ep]) == 1
     back, errors = read_episodes(path)
     assert not errors and back[0].contacts_at(20) == ep.contacts_at(20)
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "score", str(path), "--json",
-                           "--bootstrap", "0", "--workers", "1"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = run_robosafe("score", path, "--json", "--bootstrap", "0", "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     agg = out["aggregate"]

@@ -1,18 +1,12 @@
 """Suite registry and `robosafe suites list | show | check`."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import run_robosafe as cli
 
 from robosafe.errors import RobosafeError
 from robosafe.tasks.suites import suite_checks, suite_entries, suite_names, suite_tasks
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=900, check=False)
 
 
 def test_registry_lists_suites_and_tasks_by_level():

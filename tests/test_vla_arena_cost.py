@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe
+
 from robosafe.errors import RobosafeError
 from robosafe.sim.env import TaskEnv
 from robosafe.sim.predicates import (
@@ -205,8 +207,6 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     which openvla's evaluator (the default) scales by 0.05 at the episode's end: 15; robosafe's
     default is 600 steps = 600."""
     import csv
-    import subprocess
-    import sys
 
     from test_vla_arena_files import FILES
 
@@ -217,19 +217,15 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     got = {}
     for mode in ("vla-arena", "robosafe"):
         out = tmp_path / mode
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                               "--policy", "zero", "-n", "1", "--cost-mode", mode, "--out",
-                               str(out), "--json"], capture_output=True, text=True,
-                              timeout=600, check=False)
+        proc = run_robosafe("run", "--task", kiwi, "--policy", "zero", "-n", "1", "--cost-mode",
+                            mode, "--out", out, "--json")
         assert proc.returncode == 0, proc.stderr
         (row,) = csv.DictReader((out / "outcomes.csv").open())
         got[mode] = (int(row["num_env_steps"]), float(row["cumulative_cost"]))
     # num_env_steps counts actions (the trace has one more row, the reset state)
     assert got == {"vla-arena": (300, pytest.approx(15.0)), "robosafe": (600, 600.0)}
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                           "--policy", "zero", "--cost-mode", "arena", "--out",
-                           str(tmp_path / "bad")], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = run_robosafe("run", "--task", kiwi, "--policy", "zero", "--cost-mode", "arena",
+                        "--out", tmp_path / "bad")
     assert proc.returncode != 0 and "--cost-mode" in proc.stderr
     assert not (tmp_path / "bad").exists()
 
@@ -289,8 +285,6 @@ def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
     --cost-mode vla-arena, is one line and exit 2 before anything is written."""
     import csv
     import json
-    import subprocess
-    import sys
 
     from test_vla_arena_files import FILES
 
@@ -300,10 +294,8 @@ def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
         pytest.skip("needs ../shared/vla-arena/bddl_files")
 
     def run(out, *extra):
-        return subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                               "--policy", "zero", "--horizon", "5", "--out", str(out),
-                               "--json", *extra], capture_output=True, text=True,
-                              timeout=600, check=False)
+        return run_robosafe("run", "--task", kiwi, "--policy", "zero", "--horizon", "5",
+                            "--out", out, "--json", *extra)
 
     got = {}
     for evaluator in ("openvla", "smolvla"):
