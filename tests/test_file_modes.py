@@ -9,7 +9,7 @@ import stat
 
 import pytest
 from conftest import run_robosafe as run
-from test_counting import make_run
+from factories import make_run
 
 
 def _mode(p) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_robosafe as run
-from test_counting import make_run
+from factories import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
