@@ -39,6 +39,7 @@ class Wrapper:
         return self.env.step(action)
 
 
+@pytest.mark.sim
 def test_recorder_unwraps_and_starts_after_the_hosts_protocol():
     env = make("Lift")
     w = Wrapper(env)
@@ -57,6 +58,7 @@ def test_recorder_unwraps_and_starts_after_the_hosts_protocol():
     assert ep.body_roles["cube"] == "target"
 
 
+@pytest.mark.sim
 def test_recorder_warns_once_about_an_embodiment_without_limits(caplog):
     caplog.set_level(logging.WARNING, logger="robosafe")
     import robosuite as suite

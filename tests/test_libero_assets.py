@@ -17,7 +17,8 @@ from robosafe.sim.assets import category, make_asset
 from robosafe.sim.libero_assets import _data, assets_root, covered
 
 ROOT = assets_root(required=False)
-pytestmark = pytest.mark.skipif(ROOT is None, reason="needs the libero-assets extra")
+pytestmark = [pytest.mark.sim,  # steps MuJoCo
+              pytest.mark.skipif(ROOT is None, reason="needs the libero-assets extra")]
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -28,6 +28,8 @@ from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
 from robosafe.redact import redact_url
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR = str(EXAMPLES / "pick_place_moving_car.bddl")
 

@@ -231,6 +231,7 @@ def test_privileged_keys_stripped_by_default():
         assert set(rec.seen[0]) == keys | {"prompt"}
 
 
+@pytest.mark.sim
 def test_episode_in_the_simulator():
     """Served policies drive TaskEnv: task_info crosses unchanged, object state only with
     privileged=True, and a served scripted policy acts exactly as the local one."""
@@ -532,6 +533,7 @@ def test_client_refuses_an_oversized_reply():
         p.close()
 
 
+@pytest.mark.sim
 def test_run_against_a_server_exits_with_two_workers(tmp_path):
     """`robosafe run --policy ws://` finishes, writes outcomes.csv and exits by itself (the
     client drops its connection without a closing handshake at interpreter exit)."""
@@ -547,6 +549,7 @@ def test_run_against_a_server_exits_with_two_workers(tmp_path):
     assert len((out / "outcomes.csv").read_text().splitlines()) == 3
 
 
+@pytest.mark.sim
 def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
     """A server that is down: the episode crashes, the run exits 2 with the count; once the
     server is up, --resume runs the crashed episode again."""
@@ -570,6 +573,7 @@ def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
     assert json.loads(r.stdout)["finished"] == 1
 
 
+@pytest.mark.sim
 def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_path):
     """A scripted policy behind ws:// that receives no object poses fails the episode with a
     line saying so (it used to hold still and record SR 0 as a result); with the privileged

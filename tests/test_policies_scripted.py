@@ -20,6 +20,8 @@ from robosafe.policies.scripted import ScriptedPolicy
 from robosafe.safety.score import score_episodes
 from robosafe.sim.env import TaskEnv
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 DEMO = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo"
 TASKS = sorted(p.stem for p in DEMO.glob("*.bddl"))
 STYLES = ("careful", "careless")

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from conftest import run_robosafe
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 pytest.importorskip("torch")
 pytest.importorskip("robosuite")
 

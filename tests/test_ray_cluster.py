@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import run_robosafe
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 pytest.importorskip("ray")
 os.environ.setdefault("MUJOCO_GL", "egl")
 

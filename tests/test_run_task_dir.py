@@ -58,6 +58,7 @@ def test_no_task_below_is_one_line_and_exit_2(tmp_path, folder, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.sim
 def test_run_over_a_task_dir_runs_each_file_once(tmp_path):
     root = tmp_path / "t"
     for rel in ("level_0/x.bddl", "level_1/x.bddl"):

@@ -22,6 +22,8 @@ from robosafe.runner.rundir import COLUMNS, open_run
 from robosafe.stats.outcomes import outcome_table, pair_outcomes
 from robosafe.tasks.suites import suite_tasks
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 TASKS = {"car": str(EXAMPLES / "pick_place_moving_car.bddl"),
          "obstacle": str(EXAMPLES / "dynamic_obstacle_cost.bddl")}

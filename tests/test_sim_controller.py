@@ -17,6 +17,8 @@ from robosafe.runner.run import CONTROLLERS, RunConfig
 from robosafe.sim import controller as ctl
 from robosafe.sim.env import TaskEnv
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 DEMO = sorted((Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo")
               .glob("*.bddl"))
 ARENA = Path(__file__).resolve().parents[2] / "shared/vla-arena/bddl_files"

@@ -18,6 +18,8 @@ from robosafe.sim.env import TaskEnv
 from robosafe.tasks import parse_task
 from robosafe.trace.io import read_episodes, write_episodes
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR_TASK = EXAMPLES / ("pick_place_moving_car.bddl")
 EVERY_BLOCK = EXAMPLES / "every_block.bddl"

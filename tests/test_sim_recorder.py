@@ -20,6 +20,8 @@ from robosafe.errors import RegistryError, TraceError
 from robosafe.hosts.recorder import Recorder, host_roles, known_hosts
 from robosafe.trace.io import read_episodes, write_episodes
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 ENV_KW = {"has_renderer": False, "has_offscreen_renderer": False, "use_camera_obs": False}
 
 

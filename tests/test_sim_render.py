@@ -15,6 +15,8 @@ from robosafe.sim import render
 from robosafe.sim.perturb import VisualPerturbation, apply_image, apply_model
 from robosafe.sim.render import ensure_gl_backend, flip_robosuite_image, render_camera
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 H = W = 64
 CAM_HEIGHT = 1.5
 

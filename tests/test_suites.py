@@ -8,6 +8,8 @@ from conftest import run_robosafe as cli
 from robosafe.errors import RobosafeError
 from robosafe.tasks.suites import suite_checks, suite_entries, suite_names, suite_tasks
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 
 def test_registry_lists_suites_and_tasks_by_level():
     assert "demo" in suite_names()
