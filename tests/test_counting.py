@@ -3,6 +3,7 @@ trace writes, a deleted trace) and `results ingest` of such a run. Real processe
 
 import json
 
+import pytest
 from conftest import run_robosafe as run
 from factories import make_run, synthetic_episodes
 
@@ -14,6 +15,7 @@ def metrics(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_the_same_file_twice_counts_each_episode_once(tmp_path):
     a = tmp_path / "a.jsonl"
     write_episodes(a, synthetic_episodes(3))
@@ -27,6 +29,7 @@ def test_the_same_file_twice_counts_each_episode_once(tmp_path):
     assert "3 episodes scored, 1 skipped" in twice.stdout
 
 
+@pytest.mark.slow
 def test_a_copy_under_another_name_is_also_caught(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     write_episodes(a, synthetic_episodes(3))
@@ -59,6 +62,7 @@ def test_score_run_dir_ignores_partial_writes_and_reports_them(tmp_path):
     assert "1 crashed episode(s) have no trace to score" in proc.stderr
 
 
+@pytest.mark.slow
 def test_score_run_dir_with_a_deleted_trace_reports_the_gap(tmp_path):
     rd = make_run(tmp_path / "r")
     gone = rd.trace_paths()[1]
@@ -70,6 +74,7 @@ def test_score_run_dir_with_a_deleted_trace_reports_the_gap(tmp_path):
     assert len(metrics(tmp_path / "m.json")["episodes"]) == 3
 
 
+@pytest.mark.slow
 def test_score_run_dir_notes_a_trace_without_an_outcome_row(tmp_path):
     rd = make_run(tmp_path / "r")
     row = rd.outcome_path(Cell("task_0", 0, 0))
@@ -80,6 +85,7 @@ def test_score_run_dir_notes_a_trace_without_an_outcome_row(tmp_path):
     assert len(metrics(tmp_path / "m.json")["episodes"]) == 3
 
 
+@pytest.mark.slow
 def test_ingest_reports_a_deleted_trace_truthfully(tmp_path):
     rd = make_run(tmp_path / "r")
     gone = rd.trace_paths()[1]
@@ -95,6 +101,7 @@ def test_ingest_reports_a_deleted_trace_truthfully(tmp_path):
         assert con.execute("SELECT count(safe), count(*) FROM episodes").fetchone() == (3, 5)
 
 
+@pytest.mark.slow
 def test_ingest_of_a_whole_run_exits_0(tmp_path):
     rd = make_run(tmp_path / "r")
     proc = run("results", "ingest", str(rd.path), "--db", str(tmp_path / "r.duckdb"))

@@ -258,13 +258,16 @@ def _readme_block(title: str) -> str:
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     """As a user's shell runs it (globs, redirection), with this environment's robosafe."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # a fixed width: rich sizes its tables by the terminal, which differs between runners
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "COLUMNS": "160"}
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
+@pytest.mark.slow
 def test_readme_scoring_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: score rollouts you already have"))
     assert len(commands) == 4
@@ -277,6 +280,7 @@ def test_readme_scoring_quickstart_runs(workdir):
     assert json.loads((workdir / "metrics.json").read_text())["aggregate"]["n"] == 240
 
 
+@pytest.mark.slow
 def test_readme_audit_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: is a claimed gain real?"))
     assert len(commands) == 3
@@ -290,6 +294,7 @@ def test_readme_audit_quickstart_runs(workdir):
     assert "significant at alpha=0.05" in outs["paired"].stdout
 
 
+@pytest.mark.slow
 def test_readme_python_snippet_runs(workdir):
     code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
                      flags=re.DOTALL).group(1)

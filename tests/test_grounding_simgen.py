@@ -15,7 +15,7 @@ from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
 from robosafe.grounding.sampler import sample_clips
 from robosafe.grounding.simgen import DT, GenerateConfig, episode_plan, simulate
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
 

@@ -58,6 +58,7 @@ def test_recorder_unwraps_and_starts_after_the_hosts_protocol():
     assert ep.body_roles["cube"] == "target"
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_recorder_warns_once_about_an_embodiment_without_limits(caplog):
     caplog.set_level(logging.WARNING, logger="robosafe")

@@ -84,6 +84,7 @@ def decode(path: Path) -> list[tuple[float, np.ndarray]]:
                 for f in c.decode(s)]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_independent_reader_checks_the_exported_dataset(run_dir, dataset):
     info = read_info(dataset)
@@ -194,6 +195,7 @@ def test_demos_cover_a_safe_and_an_unsafe_success(run_dir):
     assert rows["turn_off_stove"]["success"] == 1 and rows["turn_off_stove"]["safe"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_round_trip_run_export_import_score_gives_the_same_metrics(run_dir, dataset):
     a = json.loads(cli("score", str(run_dir), "--json", "--bootstrap", "0").stdout)
@@ -347,6 +349,7 @@ def test_video_timestamps_are_frame_multiples(tmp_path):
     assert [round(img.mean() / 40) for _, img in got] == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_collect_writes_seeded_demonstrations_with_videos_using_two_workers(tmp_path):
     proc = cli("collect", "--suite", "demo", "--task-id", "turn_off_stove", "-n", "2",
@@ -376,6 +379,7 @@ def test_collect_task_selection_errors_like_run(tmp_path):
 
 # ---------------------------------------------------------------- import and replay
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_import_writes_the_traces_that_score_like_the_run(run_dir, dataset, tmp_path):
     proc = cli("import", "lerobot", str(dataset), "--out", str(tmp_path / "t.jsonl"), "--json")
@@ -386,6 +390,7 @@ def test_import_writes_the_traces_that_score_like_the_run(run_dir, dataset, tmp_
     assert a["episodes"] == b["episodes"]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_replay_recovers_the_run_and_flags_a_tampered_episode(run_dir, dataset, tmp_path):
     proc = cli("import", "lerobot", str(dataset), "--replay", "--out",
@@ -528,6 +533,7 @@ def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
     assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_foreign_success_comes_from_next_success(tmp_path):
     write_libero_style(tmp_path / "ev", success=[True, False])
     proc = cli("score", str(tmp_path / "ev"), "--json", "--bootstrap", "0")
@@ -577,6 +583,7 @@ def _no_camera(frames: Path) -> None:
     (_object_state, "state.npy: not a plain numeric array (Object arrays cannot be loaded"),
     (_no_camera, "camera agentview: "),
 ])
+@pytest.mark.slow
 @pytest.mark.sim
 def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir, tmp_path,
                                                                           damage, why):
@@ -600,6 +607,7 @@ def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir
         "place_apple_on_plate_past_vase"]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
     (tmp_path / "file").write_text("x")

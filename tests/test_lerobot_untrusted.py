@@ -59,6 +59,7 @@ def errors(proc) -> list[str]:
 
 # ---------------------------------------------------------------- paths stay inside the root
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["relative", "absolute"])
 def test_data_path_outside_the_dataset_is_refused_by_every_command(own, tmp_path, where):
     outside = tmp_path / "elsewhere"
@@ -245,6 +246,7 @@ def test_null_frame_indices_skip_the_episode(own):
     assert "column 'frame_index' must be integers without nulls" in str(imp.errors[0])
 
 
+@pytest.mark.slow
 def test_nan_in_a_foreign_state_is_a_skipped_episode_and_valid_json(tmp_path):
     root = tmp_path / "lib"
     write_libero_style(root, success=[True, False])
@@ -258,6 +260,7 @@ def test_nan_in_a_foreign_state_is_a_skipped_episode_and_valid_json(tmp_path):
     assert [e["episode_id"] for e in out["episodes"]] == ["lib/episode_000000"]
 
 
+@pytest.mark.slow
 def test_an_absurd_contact_force_is_a_skipped_episode_and_valid_json(own):
     # episode a, step 1, link7|table (the 9th of 10 pairs), a contact
     set_list_value(own / DATA, "safety.contact_force_n", 10 + 8, 1e308)
@@ -271,6 +274,7 @@ def test_an_absurd_contact_force_is_a_skipped_episode_and_valid_json(own):
 
 # ---------------------------------------------------------------- counts
 
+@pytest.mark.slow
 def test_an_episode_listed_twice_is_refused_the_same_way_by_every_command(own, tmp_path):
     t = pq.read_table(own / EPISODES)
     pq.write_table(pa.concat_tables([t, t]), own / EPISODES)
@@ -282,6 +286,7 @@ def test_an_episode_listed_twice_is_refused_the_same_way_by_every_command(own, t
     assert proc.returncode == 2 and errors(proc) == [f"robosafe: error: {line}"]
 
 
+@pytest.mark.slow
 def test_success_contradicting_next_success_is_unknown_and_said(tmp_path):
     a, b = two_episodes()  # both succeed in their trace headers
     write_robosafe(tmp_path / "ds", [a, b], next_success=[True, False])
@@ -301,6 +306,7 @@ def test_success_contradicting_next_success_is_unknown_and_said(tmp_path):
                             "failure_unsafe": 0}
 
 
+@pytest.mark.slow
 def test_import_says_n_of_m_and_exits_2_when_an_episode_is_skipped(own, tmp_path):
     t = pq.read_table(own / RECORDS)
     heads = t.column("robosafe/trace").to_pylist()
@@ -337,6 +343,7 @@ def test_import_of_no_readable_episode_writes_nothing(own, tmp_path):
                                 "read; no traces written")
 
 
+@pytest.mark.slow
 def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     root = tmp_path / "lib"
     write_libero_style(root)
@@ -355,6 +362,7 @@ def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     assert [json.loads(ln)["success"] for ln in trace.read_text().splitlines()] == [None, None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])  # columnar and record paths
 def test_known_and_unknown_success_in_one_cell(tmp_path, suffix):
     """SR over the known labels only: 1 success of 2 known, the third episode unknown."""

@@ -195,6 +195,7 @@ def test_real_objects_rest_on_the_table_and_nothing_is_charged(tmp_path, capfd):
     del m
 
 
+@pytest.mark.slow
 def test_scripted_policy_solves_demo_drawer_and_stove_on_real_assets(tmp_path):
     out = tmp_path / "run"
     proc = run_robosafe("run", "--suite", "demo", "--task-id", "open_top_drawer", "--task-id",

@@ -15,6 +15,7 @@ from factories import make_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_run_shows_progress_on_stderr_without_a_terminal(tmp_path):
     out = tmp_path / "r"

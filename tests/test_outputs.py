@@ -50,6 +50,7 @@ def wait_for(pred, what: str, timeout_s: float = 300) -> None:
 
 # ---------------------------------------------------------------- outputs that cannot be made
 
+@pytest.mark.slow
 def test_every_writer_names_an_output_it_cannot_create(tmp_path):
     (tmp_path / "file").write_text("mine")
     paths = {tmp_path / "file": "exists and is not a",
@@ -72,6 +73,7 @@ def test_every_writer_names_an_output_it_cannot_create(tmp_path):
 
 # ---------------------------------------------------------------- --seeds
 
+@pytest.mark.slow
 def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
     assert _ints("10-12", "--seeds") == (10, 11, 12)
     assert _ints("3,1", "--seeds") == (3, 1)
@@ -89,6 +91,7 @@ def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
 
 # ---------------------------------------------------------------- one writer per run directory
 
+@pytest.mark.slow
 def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_runs(tmp_path):
     out = tmp_path / "r"
     args = ["run", "--task", CAR, "--policy", "random", "-n", "6", "--horizon", "60",
@@ -112,6 +115,7 @@ def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_runs(tmp_
 
 # ---------------------------------------------------------------- collect --resume
 
+@pytest.mark.slow
 def test_collect_resume_keeps_the_episodes_an_interrupted_collect_finished(tmp_path):
     out = tmp_path / "c"
     partial = tmp_path / ".collect-c"
@@ -157,6 +161,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_password_in_the_policy_url_reaches_no_file_and_no_output(tmp_path):
     from robosafe.policies.base import make_policy
     from robosafe.policies.server import PolicyServer
@@ -186,6 +191,7 @@ def test_a_password_in_the_policy_url_reaches_no_file_and_no_output(tmp_path):
     assert leaks(tmp_path / "d", proc) == []
 
 
+@pytest.mark.slow
 def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
     """`demo --fresh` removes its earlier run, but not while another process holds its lock."""
     out = tmp_path / "demo"

@@ -533,6 +533,7 @@ def test_client_refuses_an_oversized_reply():
         p.close()
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_run_against_a_server_exits_with_two_workers(tmp_path):
     """`robosafe run --policy ws://` finishes, writes outcomes.csv and exits by itself (the
@@ -549,6 +550,7 @@ def test_run_against_a_server_exits_with_two_workers(tmp_path):
     assert len((out / "outcomes.csv").read_text().splitlines()) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
     """A server that is down: the episode crashes, the run exits 2 with the count; once the
@@ -587,9 +589,8 @@ def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_p
         r = run_robosafe(*cmd, "--policy", server.url, "--out", out)
         assert r.returncode == 2
         assert "no privileged object state" in r.stderr
-        r = subprocess.run([*cmd, "--policy", server.url, "--out", str(tmp_path / "priv"),
-                            "--obs-adapter", "robosuite-privileged"],
-                           capture_output=True, text=True, timeout=300, check=False)
+        r = run_robosafe(*cmd, "--policy", server.url, "--out", tmp_path / "priv",
+                         "--obs-adapter", "robosuite-privileged")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["crashed"] == 0
 

@@ -20,7 +20,7 @@ from robosafe.policies.scripted import ScriptedPolicy
 from robosafe.safety.score import score_episodes
 from robosafe.sim.env import TaskEnv
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 DEMO = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo"
 TASKS = sorted(p.stem for p in DEMO.glob("*.bddl"))

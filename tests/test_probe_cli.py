@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import run_robosafe
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 pytest.importorskip("torch")
 pytest.importorskip("robosuite")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import run_robosafe
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 pytest.importorskip("ray")
 os.environ.setdefault("MUJOCO_GL", "egl")

@@ -160,6 +160,7 @@ def _disp(ep: Episode) -> np.ndarray:
     return derive_signals(ep).values["non_target_disp_max"]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_filter_keeps_the_careless_policy_safe(envs):
     from robosafe.policies.base import make_policy

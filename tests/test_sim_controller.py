@@ -68,6 +68,7 @@ def play(env: TaskEnv, seed: int = 0, steps: int = 300):
     return np.array(qpos), info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_torques_equal_robosuites_on_every_substep(task):
     env = TaskEnv(task, render=False, controller="robosuite", horizon=300)
@@ -79,6 +80,7 @@ def test_compiled_torques_equal_robosuites_on_every_substep(task):
     assert max(shadow.diffs) <= TOL, f"max |tau - tau_robosuite| = {max(shadow.diffs):.2e}"
 
 
+@pytest.mark.slow
 def test_random_actions_reach_near_singular_poses_and_stay_equal():
     """Random actions swing the arm into poses where J M^-1 J^T is ill-conditioned; those
     substeps go to robosuite's own controller and the rest stay within 1e-9."""
@@ -104,6 +106,7 @@ def test_goal_rotation_is_robosuites_bit_for_bit():
         np.testing.assert_array_equal(ctl._rotation(v), quat2mat(axisangle2quat(v)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [pytest.param(p, id=p.stem) for p in DEMO])
 def test_trajectory_drift_over_300_steps(task):
     """Same task, seed and closed-loop policy with each controller: the episode's outcome is

@@ -47,6 +47,7 @@ def car_env():
     env.close()
 
 
+@pytest.mark.slow
 def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_path):
     obs, reward, terminated, truncated, info = scripted_episode(car_env, seed=0)
     assert terminated and not truncated and info["success"] and reward == 1.0
@@ -67,6 +68,7 @@ def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_
     assert agg["sr"] == 1.0
 
 
+@pytest.mark.slow
 def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
     env = TaskEnv(EVERY_BLOCK, image_size=SMALL)
     env.reset(seed=1)
@@ -92,6 +94,7 @@ def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
     env.close()
 
 
+@pytest.mark.slow
 def test_same_seed_gives_bitwise_identical_traces_and_images():
     def run(seed):
         env = TaskEnv(CAR_TASK, image_size=SMALL, visual_level=4)
@@ -250,6 +253,7 @@ def test_part_ids_are_checked_against_the_asset_when_the_world_is_built(tmp_path
         TaskEnv(parse_task(text, "parts.bddl"), render=False)
 
 
+@pytest.mark.slow
 def test_cli_runs_episodes_and_exports_states(tmp_path):
     out = tmp_path / "run.parquet"
     res = robosafe("sim", "run", str(CAR_TASK), "--episodes", "2", "--horizon", "15",
@@ -269,6 +273,7 @@ def test_cli_runs_episodes_and_exports_states(tmp_path):
     assert res.returncode == 2 and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["libero_pick_place.bddl", "every_block.bddl",
                                   "dynamic_obstacle_cost.bddl", "pick_place_moving_car.bddl"])
 def test_every_init_atom_holds_after_reset(name):

@@ -157,6 +157,7 @@ def test_lift_trace_scores_with_the_cli(lift_run, tmp_path):
     assert row["safe"] == (min(v for v in rho.values() if v is not None) >= 0)
 
 
+@pytest.mark.slow
 def test_recording_does_not_change_the_env():
     rng = np.random.default_rng(7)
     actions = rng.uniform(-1, 1, (30, 7))

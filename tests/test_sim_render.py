@@ -172,6 +172,7 @@ def test_missing_backend_message_is_one_actionable_line():
 # --------------------------------------------------------------------------- robosuite
 
 
+@pytest.mark.slow
 def test_robosuite_camera_observations_are_upside_down():
     suite = pytest.importorskip("robosuite")
     env = suite.make("Lift", robots="Panda", has_renderer=False, has_offscreen_renderer=True,

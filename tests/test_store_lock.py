@@ -53,6 +53,7 @@ def test_gives_up_after_the_timeout_with_one_line(tmp_path):
         holder.wait(10)
 
 
+@pytest.mark.slow
 def test_cli_list_waits_for_the_lock(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db).close()

@@ -18,7 +18,7 @@ import robosafe
 from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 ROOT = Path(robosafe.__file__).parent / "tasks" / "suites"
 SUITES = ("static_obstacles", "cautious_grasp", "hazard_avoidance")

@@ -31,6 +31,7 @@ def test_list_and_show_print_json():
     assert tasks["place_apple_on_plate_past_vase"]["cost_terms"][0] == "(InContact apple_1 vase_1)"
 
 
+@pytest.mark.slow
 def test_check_builds_solves_and_violates_every_demo_task():
     res = cli("suites", "check", "demo", "--num-seeds", "1", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -39,6 +40,7 @@ def test_check_builds_solves_and_violates_every_demo_task():
     assert sum(r["violation_checked"] for r in out["tasks"]) == len(suite_checks("demo"))
 
 
+@pytest.mark.slow
 def test_run_selects_suite_tasks(tmp_path):
     res = cli("run", "--suite", "demo", "--task-id", "nope", "--policy", "zero",
               "--out", str(tmp_path / "r"))

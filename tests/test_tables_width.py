@@ -4,6 +4,7 @@ import io
 import os
 import sys
 
+import pytest
 from conftest import run_robosafe
 from rich.console import Console
 
@@ -38,6 +39,7 @@ def test_table_width_respects_columns(monkeypatch):
     assert table_width() == 200
 
 
+@pytest.mark.slow
 def test_piped_score_tables_fit_columns():
     def widest(env):
         proc = run_robosafe("score", "--example", "--group-by", "task_id", "--bootstrap", "0",

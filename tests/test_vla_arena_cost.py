@@ -203,6 +203,7 @@ def test_vla_arena_mode_reads_fingerpads_tangential_force_and_300_steps():
     env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     """`robosafe run --cost-mode vla-arena` on VLA-Arena's own HazardAvoidance file whose kiwi
@@ -262,6 +263,7 @@ def _apple_on_plate(mode: str, dx: float, dz: float | None = None):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_vla_arena_on_needs_origins_within_7_cm_and_up_is_an_absolute_height():
     """The apple resting on the plate's floor 6 cm off its centre is On in both readings;
@@ -283,6 +285,7 @@ def test_vla_arena_on_needs_origins_within_7_cm_and_up_is_an_absolute_height():
     assert _apple_on_plate("robosafe", 0.0, dz=0.05)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
     """The kiwi file at rest for 5 steps: 1 per step, 5 in all, no success. openvla's rule

@@ -16,7 +16,7 @@ from test_vla_arena_files import FILES, needs_files
 from robosafe.errors import TaskError
 from robosafe.sim.env import TaskEnv
 
-pytestmark = pytest.mark.sim  # steps MuJoCo
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 H = "safety_hazard_avoidance/"
 ON_STOVE = ("its init region overlaps the stove's 190 mm base (VLA-Arena places objects without "
