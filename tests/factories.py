@@ -10,7 +10,13 @@ import pyarrow.parquet as pq
 
 from robosafe.formats.lerobot import DatasetWriter
 from robosafe.formats.traces import FORMAT, TRACE_COLUMN, Layout, trace_header
+from robosafe.runner.rundir import Cell, create_run
+from robosafe.safety.registry import load_registry
+from robosafe.safety.score import score_episodes
+from robosafe.stats.outcomes import outcome_row
 from robosafe.trace.episode import Episode
+from robosafe.trace.io import write_episodes
+from robosafe.trace.synthetic import PolicyProfile, synthesize_episode
 
 
 def make_episode(n=5, *, contacts=None, body_pos=None, quat=None, grip=None, eef=None,
@@ -133,3 +139,33 @@ def write_libero_style(root: Path, n_eps: int = 2, length: int = 12,
         "dataset_from_index": [i * length for i in range(n_eps)],
         "dataset_to_index": [(i + 1) * length for i in range(n_eps)]}),
         root / "meta/episodes/chunk-000/file-000.parquet")
+
+
+def synthetic_episodes(n, policy="p", seed0=0):
+    """n synthesized libero-goal task_0 episodes of 40 steps that all succeed, seeds seed0..."""
+    prof = PolicyProfile(policy, 1.0, {})
+    return [synthesize_episode(np.random.default_rng(seed0 + i), benchmark="libero-goal",
+                               task_id="task_0", episode_id=f"ep{i}", profile=prof,
+                               n_steps=40, seed=seed0 + i) for i in range(n)]
+
+
+def make_run(path, n=5, crashed=(3,), policy="p"):
+    """A run directory as `robosafe run` writes it: n cells, the ``crashed`` ones without a
+    trace, the others with their trace (instance ids set) and the 7-d actions taken."""
+    reg = load_registry()
+    run_dir = create_run(path, {"policy": policy, "policy_name": policy, "suite": "libero-goal",
+                                "tasks": ["task_0"], "seeds": list(range(n))}, {})
+    for i, ep in enumerate(synthetic_episodes(n, policy=policy)):
+        cell = Cell("task_0", i, i)
+        base = {"suite": "libero-goal", "task_id": "task_0", "episode_idx": i, "seed": i,
+                "instance_id": cell.instance_id, "policy_name": policy}
+        if i in crashed:
+            row = {**base, "success": 0, "error_type": "RuntimeError", "num_env_steps": 3}
+        else:
+            ep.episode_id, ep.instance_id = cell.name, cell.instance_id
+            write_episodes(run_dir.trace_path(cell), [ep])
+            np.save(run_dir.actions_path(cell), np.zeros((ep.n_steps - 1, 7)))
+            (s,) = score_episodes([ep])
+            row = {**outcome_row(s, reg), **base}
+        run_dir.write_outcome(cell, row)
+    return run_dir

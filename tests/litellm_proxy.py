@@ -7,6 +7,7 @@ The proxy lives in its own virtualenv (``<repo>/.venv-litellm``, built on first 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -30,12 +31,18 @@ def pinned_requirement() -> str:
 
 
 def ensure_proxy() -> Path:
-    """The ``litellm`` executable, installing the pinned proxy once if it is missing."""
+    """The ``litellm`` executable, installing the pinned proxy once if it is missing.
+
+    Under an exclusive lock: scripts/ci-tests.sh builds the venv in the background while the
+    tests run, and two test workers (pytest -n) may both need it; whoever comes second waits
+    for the finished venv instead of using or building a half-built one."""
     exe = VENV / "bin" / "litellm"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", pinned_requirement()],
-                       check=True, timeout=900)
+    with open(REPO / ".venv-litellm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", pinned_requirement()],
+                           check=True, timeout=900)
     return exe
 
 
@@ -83,3 +90,7 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> str:
                 raise RuntimeError("LiteLLM proxy did not start:\n" +
                                    log.read_text()[-2000:]) from None
             time.sleep(0.5)
+
+
+if __name__ == "__main__":  # scripts/ci-tests.sh: build the proxy's venv ahead of the tests
+    print(ensure_proxy())

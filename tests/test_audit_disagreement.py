@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.audit.disagreement import disagreement, instance_disagreement
 from robosafe.errors import RobosafeError
@@ -48,6 +48,7 @@ def test_unshared_instances_are_left_out_and_counted():
         disagreement([table([1])])
 
 
+@pytest.mark.slow
 def test_cli(tmp_path):
     paths = []
     for k, vals in enumerate([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0]]):

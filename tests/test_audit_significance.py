@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.audit.significance import classify_claims, paired_outcome_test, summary
 from robosafe.errors import RobosafeError
@@ -58,6 +58,7 @@ bad,10,50,0.5,150
     assert len(errors) == 3
 
 
+@pytest.mark.slow
 def test_audit_significance_cli(tmp_path):
     p = write(tmp_path / "c.csv", """
 benchmark,tasks,samples,previous,new
@@ -219,6 +220,7 @@ def test_paper_figure_significant_implies_app_c_significant():
         assert "provably_significant" in seen
 
 
+@pytest.mark.slow
 def test_paper_figure_convention_differs_from_app_c_where_described(tmp_path):
     """Worked case on LIBERO (T=10, S=50, N=500), previous 0.9 -> A = 450. A new score
     0.4 counts short of A + L_forall is rounded by C.7 up to A + L_forall (App. C:

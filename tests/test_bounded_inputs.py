@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
-from test_cli import run
 
 from robosafe.trace.io import write_episodes
 
@@ -78,6 +78,7 @@ def test_huge_claims_csv_is_rejected_in_bounded_memory(huge):
     assert peak < 400, peak
 
 
+@pytest.mark.slow
 def test_huge_traces_are_skipped_in_bounded_memory_and_good_ones_scored(huge, tmp_path):
     good = tmp_path / "good.jsonl"
     # contacts recorded (none happening): a scored episode, not an unscored one

@@ -1,22 +1,14 @@
 """The robosafe command line, run as a real process (exit codes, one-line errors, JSON)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
 
 from robosafe.trace.io import write_episodes
 from robosafe.trace.validate import episode_to_record
-
-
-def run(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          check=False, text=True, cwd=cwd, timeout=300)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def episode(eid, force=50.0, success=True):
@@ -38,6 +30,7 @@ def example_json(tmp_path_factory):
     return proc, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_example_scores_every_shipped_episode(example_json):
     proc, data = example_json
     assert "Success and safety per cell" in proc.stdout
@@ -64,6 +57,7 @@ def test_app_b_episode_record_schema(example_json):
     assert rec["safe"] == all(rec["robustness"][s] >= 0 for s in rec["active_specs"])
 
 
+@pytest.mark.slow
 def test_json_to_stdout_and_grouping(tmp_path):
     path = tmp_path / "eps.jsonl"
     write_episodes(path, [episode("a"), episode("b", force=300.0), episode("c", success=False)])
@@ -75,6 +69,7 @@ def test_json_to_stdout_and_grouping(tmp_path):
     assert cell["task_id"] == "task_0" and cell["table"]["success_unsafe"] == 1
 
 
+@pytest.mark.slow
 def test_one_bad_episode_among_good_ones(tmp_path):
     path = tmp_path / "mixed.jsonl"
     good = [json.dumps(episode_to_record(episode(e))) for e in ("a", "b")]
@@ -93,6 +88,7 @@ def test_one_bad_episode_among_good_ones(tmp_path):
     assert len(data["errors"]) == 2
 
 
+@pytest.mark.slow
 def test_missing_file_and_unknown_task_are_one_line(tmp_path):
     proc = run("score", str(tmp_path / "nope.jsonl"))
     assert proc.returncode == 2
@@ -107,12 +103,14 @@ def test_missing_file_and_unknown_task_are_one_line(tmp_path):
     assert "1 episodes scored" in proc.stdout
 
 
+@pytest.mark.slow
 def test_bad_options_exit_2():
     assert run("score", "--example", "--tier", "loose").returncode == 2
     assert run("score", "--example", "--group-by", "color").returncode == 2
     assert run("score").returncode == 2
 
 
+@pytest.mark.slow
 def test_tier_variant_changes_verdicts(tmp_path):
     path = tmp_path / "eps.jsonl"
     write_episodes(path, [episode("a", force=300.0)])
@@ -122,6 +120,7 @@ def test_tier_variant_changes_verdicts(tmp_path):
     assert strict["aggregate"]["safety"] == 0.0 and relaxed["aggregate"]["safety"] == 1.0
 
 
+@pytest.mark.slow
 def test_specs_list_and_explain():
     rows = json.loads(run("specs", "list", "--json", "--tier", "safe").stdout)
     assert len(rows) == 8 and {"spec_id", "stl", "vsi_severe"} <= set(rows[0])
@@ -133,6 +132,7 @@ def test_specs_list_and_explain():
     assert proc.returncode == 2 and "task_99" in proc.stderr
 
 
+@pytest.mark.slow
 def test_every_table_prints(tmp_path):
     proc = run("score", "--example", "--bootstrap", "50", "--table", "all")
     assert proc.returncode == 0
@@ -141,6 +141,7 @@ def test_every_table_prints(tmp_path):
         assert title in proc.stdout
 
 
+@pytest.mark.slow
 def test_figure_and_outcome_rows(tmp_path, example_json):
     fig, csv_path = tmp_path / "fig.png", tmp_path / "outcomes.csv"
     proc = run("score", "--example", "--bootstrap", "0", "--figure", str(fig), "--outcomes",
@@ -164,6 +165,7 @@ def test_pareto_frontier():
     assert pareto_frontier(pts) == [0, 5, 1, 2]
 
 
+@pytest.mark.slow
 def test_unscored_episodes_warned_once_and_excluded(tmp_path):
     path = tmp_path / "mixed.jsonl"
     write_episodes(path, [make_episode(4, episode_id=f"bare{i}", policy="pi")
@@ -192,8 +194,7 @@ def test_unscored_episodes_warned_once_and_excluded(tmp_path):
 ])
 def test_usage_errors_are_one_line(argv, hint):
     """A mistyped option or command is one line naming it with click's suggestion, exit 2."""
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *argv], capture_output=True,
-                          text=True, check=False)
+    proc = run(*argv)
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
     assert line.startswith("robosafe: error: ") and hint in line

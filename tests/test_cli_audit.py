@@ -4,10 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_robosafe as run
 from statsmodels.stats.proportion import confint_proportions_2indep
-from test_cli import run
 
 
+@pytest.mark.slow
 def test_stats_wilson_and_newcombe():
     out = json.loads(run("stats", "wilson", "167", "200", "--json").stdout)
     assert [round(100 * x, 1) for x in out["ci"]] == [77.7, 88.0]  # SafeVLA-Bench Table 12
@@ -33,6 +34,7 @@ def write_outcomes(path, successes, suite="libero-goal", prefix="inst"):
     path.write_text("\n".join(rows) + "\n")
 
 
+@pytest.mark.slow
 def test_audit_drift(tmp_path):
     cal, alt = tmp_path / "cal.csv", tmp_path / "alt.csv"
     write_outcomes(cal, [1] * 18 + [0] * 2)
@@ -87,6 +89,7 @@ def test_stats_cutoffs_bad_input(args, msg):
     assert proc.returncode == 2 and msg in proc.stderr
 
 
+@pytest.mark.slow
 def test_audit_drift_shared_instances_select_the_paired_interval(tmp_path):
     """Binary outcomes on the same 20 instances: the paired Wald interval over the 20
     differences, with a line saying why. Hand-worked: differences d = cal - alt are 1 on 6

@@ -6,8 +6,8 @@ import os
 
 import pytest
 import typer
+from conftest import run_robosafe as run
 from factories import TASK_EXAMPLES
-from test_cli import run
 
 from robosafe.cli import app, resolve_workers
 from robosafe.cli.suites import _check_seeds
@@ -94,6 +94,7 @@ def test_old_and_new_spelling_with_different_values_is_a_usage_error():
                                             "the same option; give only --language-level")
 
 
+@pytest.mark.slow
 def test_positional_out_still_works_with_a_warning(tmp_path):
     # --size 4000 is refused before anything is written: the spelling is checked first
     old = run("grounding", "generate", str(tmp_path / "x"), "--size", "4000")

@@ -4,7 +4,7 @@ import json
 import shutil
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.grounding.synthetic import SyntheticConfig, generate_dataset
 
@@ -16,6 +16,7 @@ def dataset(tmp_path_factory):
     return root, summary
 
 
+@pytest.mark.slow
 def test_index_counts_match_the_generator(dataset):
     root, summary = dataset
     data = json.loads(run("grounding", "index", str(root), "--json").stdout)
@@ -37,6 +38,7 @@ def test_index_reports_a_bad_episode_and_keeps_the_rest(dataset, tmp_path):
     assert json.loads(proc.stdout)["episodes"] == summary.n_episodes - 1
 
 
+@pytest.mark.slow
 def test_score_answers(tmp_path):
     recs = [{"clip_id": f"c{i}", "task": 1, "label": lab, "sample_type": st,
              "model": "m", "representation": "rgb",
@@ -63,6 +65,7 @@ def longer(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_clips_are_balanced_and_deterministic(longer, tmp_path):
     from robosafe.grounding.sampler import read_clip_index
 
@@ -91,6 +94,7 @@ def test_sweep_tables(longer):
     assert all(r["events"] >= r["episodes_with_events"] for r in rows if r["events"])
 
 
+@pytest.mark.slow
 def test_ask_and_baseline_end_to_end(tmp_path):
     """clips -> ask (real HTTP server on loopback) and baseline -> score, through the CLI."""
     import threading
@@ -134,6 +138,7 @@ def test_ask_and_baseline_end_to_end(tmp_path):
     assert unreachable.returncode == 2 and "127.0.0.1:9" in unreachable.stderr
 
 
+@pytest.mark.slow
 def test_ask_sampling_options_4xx_stop_and_ctrl_c(tmp_path):
     """--temperature omit / --max-tokens reach the request; a 400 stops with one line (exit 2);
     SIGINT stops at once (exit 130) and writes the answers received to --out."""

@@ -3,8 +3,9 @@
 import json
 from pathlib import Path
 
+import pytest
+from conftest import run_robosafe as run
 from factories import TASK_EXAMPLES
-from test_cli import run
 
 from robosafe.tasks import parse_file, parse_task
 from robosafe.tasks.language import semantic_slots
@@ -40,6 +41,7 @@ def test_check_reports_line_and_column(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_fmt_round_trips_and_writes(tmp_path):
     for path in EXAMPLES:
         out = run("tasks", "fmt", str(path)).stdout
@@ -50,6 +52,7 @@ def test_fmt_round_trips_and_writes(tmp_path):
     assert copy.read_text() == run("tasks", "fmt", str(EXAMPLES[0])).stdout
 
 
+@pytest.mark.slow
 def test_fmt_write_refuses_to_drop_comments(tmp_path):
     body = "; header\n(define (problem t) ; the name\n  (:domain robosuite)\n" \
            "  (:language pick ; not part of the text\n it up)\n  (:objects a b - thing)\n" \
@@ -74,6 +77,7 @@ def test_fmt_write_refuses_to_drop_comments(tmp_path):
     assert path.read_text() == printed.stdout
 
 
+@pytest.mark.slow
 def test_perturb_language_is_deterministic(tmp_path):
     path = next(p for p in EXAMPLES if p.name == "libero_pick_place.bddl")
     a = json.loads(run("tasks", "perturb-language", str(path), "--language-level", "2", "--seed",

@@ -2,40 +2,23 @@
 trace writes, a deleted trace) and `results ingest` of such a run. Real processes, real files."""
 
 import json
-import subprocess
-import sys
 
-import numpy as np
+import pytest
+from conftest import run_robosafe as run
+from factories import make_run, synthetic_episodes
 
-from robosafe.runner.rundir import Cell, create_run
-from robosafe.safety.registry import load_registry
-from robosafe.safety.score import score_episodes
-from robosafe.stats.outcomes import outcome_row
+from robosafe.runner.rundir import Cell
 from robosafe.trace.io import write_episodes
-from robosafe.trace.synthetic import PolicyProfile, synthesize_episode
-
-
-def run(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          check=False, text=True, cwd=cwd, timeout=300)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def episodes(n, policy="p", seed0=0):
-    prof = PolicyProfile(policy, 1.0, {})
-    return [synthesize_episode(np.random.default_rng(seed0 + i), benchmark="libero-goal",
-                               task_id="task_0", episode_id=f"ep{i}", profile=prof,
-                               n_steps=40, seed=seed0 + i) for i in range(n)]
 
 
 def metrics(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_the_same_file_twice_counts_each_episode_once(tmp_path):
     a = tmp_path / "a.jsonl"
-    write_episodes(a, episodes(3))
+    write_episodes(a, synthetic_episodes(3))
     once = run("score", str(a), "--bootstrap", "0", "--out", str(tmp_path / "once.json"))
     assert once.returncode == 0, once.stderr
     twice = run("score", str(a), str(a), "--bootstrap", "0", "--out", str(tmp_path / "t.json"))
@@ -46,9 +29,10 @@ def test_the_same_file_twice_counts_each_episode_once(tmp_path):
     assert "3 episodes scored, 1 skipped" in twice.stdout
 
 
+@pytest.mark.slow
 def test_a_copy_under_another_name_is_also_caught(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    write_episodes(a, episodes(3))
+    write_episodes(a, synthetic_episodes(3))
     b.write_bytes(a.read_bytes())
     proc = run("score", str(a), str(b), "--bootstrap", "0", "--out", str(tmp_path / "m.json"))
     assert proc.returncode == 2 and f"{b}: 3 episode(s) already read from {a}" in proc.stderr
@@ -57,32 +41,11 @@ def test_a_copy_under_another_name_is_also_caught(tmp_path):
 
 def test_different_policies_with_the_same_episode_ids_both_count(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    write_episodes(a, episodes(3, policy="p"))
-    write_episodes(b, episodes(3, policy="q"))
+    write_episodes(a, synthetic_episodes(3, policy="p"))
+    write_episodes(b, synthetic_episodes(3, policy="q"))
     proc = run("score", str(a), str(b), "--bootstrap", "0", "--out", str(tmp_path / "m.json"))
     assert proc.returncode == 0, proc.stderr
     assert len(metrics(tmp_path / "m.json")["episodes"]) == 6
-
-
-def make_run(path, n=5, crashed=(3,)):
-    """A run directory as `robosafe run` writes it: n cells, the ``crashed`` ones without a
-    trace."""
-    reg = load_registry()
-    run_dir = create_run(path, {"policy": "p", "policy_name": "p", "suite": "libero-goal",
-                                "tasks": ["task_0"], "seeds": list(range(n))}, {})
-    for i, ep in enumerate(episodes(n)):
-        cell = Cell("task_0", i, i)
-        base = {"suite": "libero-goal", "task_id": "task_0", "episode_idx": i, "seed": i,
-                "instance_id": cell.instance_id, "policy_name": "p"}
-        if i in crashed:
-            row = {**base, "success": 0, "error_type": "RuntimeError", "num_env_steps": 3}
-        else:
-            ep.episode_id = cell.name
-            write_episodes(run_dir.trace_path(cell), [ep])
-            (s,) = score_episodes([ep])
-            row = {**outcome_row(s, reg), **base}
-        run_dir.write_outcome(cell, row)
-    return run_dir
 
 
 def test_score_run_dir_ignores_partial_writes_and_reports_them(tmp_path):
@@ -99,6 +62,7 @@ def test_score_run_dir_ignores_partial_writes_and_reports_them(tmp_path):
     assert "1 crashed episode(s) have no trace to score" in proc.stderr
 
 
+@pytest.mark.slow
 def test_score_run_dir_with_a_deleted_trace_reports_the_gap(tmp_path):
     rd = make_run(tmp_path / "r")
     gone = rd.trace_paths()[1]
@@ -110,6 +74,7 @@ def test_score_run_dir_with_a_deleted_trace_reports_the_gap(tmp_path):
     assert len(metrics(tmp_path / "m.json")["episodes"]) == 3
 
 
+@pytest.mark.slow
 def test_score_run_dir_notes_a_trace_without_an_outcome_row(tmp_path):
     rd = make_run(tmp_path / "r")
     row = rd.outcome_path(Cell("task_0", 0, 0))
@@ -120,6 +85,7 @@ def test_score_run_dir_notes_a_trace_without_an_outcome_row(tmp_path):
     assert len(metrics(tmp_path / "m.json")["episodes"]) == 3
 
 
+@pytest.mark.slow
 def test_ingest_reports_a_deleted_trace_truthfully(tmp_path):
     rd = make_run(tmp_path / "r")
     gone = rd.trace_paths()[1]
@@ -135,6 +101,7 @@ def test_ingest_reports_a_deleted_trace_truthfully(tmp_path):
         assert con.execute("SELECT count(safe), count(*) FROM episodes").fetchone() == (3, 5)
 
 
+@pytest.mark.slow
 def test_ingest_of_a_whole_run_exits_0(tmp_path):
     rd = make_run(tmp_path / "r")
     proc = run("results", "ingest", str(rd.path), "--db", str(tmp_path / "r.duckdb"))

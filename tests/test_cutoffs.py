@@ -347,6 +347,7 @@ def test_bad_input_raises_robosafe_error(call):
         call()
 
 
+@pytest.mark.slow
 def test_t10_s20_r5_matches_the_compiled_c4_dp(monkeypatch):
     """The shape that was slow (T = 10, S = 20, R = 5): every cutoff and Q_hi equals the C.4
     DP as written (the benchmark's numba-compiled baseline, an independent implementation)."""

@@ -10,8 +10,8 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode
-from test_cli import run
 
 from robosafe.grounding.synthetic import SyntheticConfig, generate_dataset
 from robosafe.trace.io import write_episodes
@@ -25,6 +25,7 @@ def _scored(proc) -> list[str]:
     return [e["episode_id"] for e in json.loads(proc.stdout)["episodes"]]
 
 
+@pytest.mark.slow
 def test_deep_jsonl_line_is_skipped_and_the_rest_scored(tmp_path):
     path = tmp_path / "t.jsonl"
     good = json.dumps(episode_to_record(make_episode(4, episode_id="good")))
@@ -35,6 +36,7 @@ def test_deep_jsonl_line_is_skipped_and_the_rest_scored(tmp_path):
     assert _scored(proc) == ["good"]
 
 
+@pytest.mark.slow
 def test_deep_json_file_is_skipped_and_other_files_scored(tmp_path):
     bad, good = tmp_path / "bad.json", tmp_path / "good.jsonl"
     bad.write_text(DEEP)
@@ -44,6 +46,7 @@ def test_deep_json_file_is_skipped_and_other_files_scored(tmp_path):
     assert _scored(proc) == ["good"]
 
 
+@pytest.mark.slow
 def test_deep_parquet_meta_is_skipped_and_the_other_rows_scored(tmp_path):
     path = tmp_path / "t.parquet"
     write_episodes(path, [make_episode(4, episode_id="good"), make_episode(4, episode_id="bad")])
@@ -66,6 +69,7 @@ def dataset(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_deep_rgb_meta_skips_that_episode_only(dataset, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(dataset, root)

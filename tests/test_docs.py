@@ -12,11 +12,21 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 import typer
+from factories import (
+    TASK_EXAMPLES,
+    make_run,
+    synthetic_episodes,
+    two_episodes,
+    write_libero_style,
+    write_robosafe,
+)
 
 from robosafe.cli import app
 from robosafe.cli.score import example_paths
@@ -118,38 +128,131 @@ def test_site_builds_strictly(tmp_path):
     assert "score_episodes" in api and "Wilson" in api  # docstrings made it in
 
 
-# ------------------------------------------------------------------ the README, executed
+# ------------------------------------------------------------------ the docs, executed
+
+def _outcomes_csv(path: Path, gains: bool) -> None:
+    """Outcome rows of a baseline (gains=False) or a new policy on the same 3 tasks x 4
+    instances: the new one succeeds on every instance the baseline fails, nowhere else differs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["suite", "task_id", "instance_id", "success"])
+        for t in range(3):
+            for i in range(4):
+                wr.writerow(["demo", f"t{t}", f"seed{i}", int(i < 2 or gains)])
+
+
+def build_workdir(d: Path) -> Path:
+    """Every input file the docs' commands name, made small, under the names they use."""
+    from robosafe.grounding import SyntheticConfig, generate_dataset
+    from robosafe.trace.io import write_episodes
+
+    ex = {p.suffix: p for p in example_paths()}
+    shutil.copy(ex[".jsonl"], d / "rollouts.jsonl")
+    shutil.copy(ex[".jsonl"], d / "b.jsonl")
+    shutil.copy(ex[".parquet"], d / "a.parquet")
+    shutil.copy(ex[".parquet"], d / "traces.parquet")
+    (d / "runs").mkdir()
+    shutil.copy(ex[".parquet"], d / "runs" / "libero.parquet")  # runs/*.parquet: 240 episodes
+    shutil.copy(ex[".jsonl"], d / "runs" / "robocasa.jsonl")
+    write_episodes(d / "runs" / "ep.json", synthetic_episodes(1))
+    write_libero_style(d / "path" / "to" / "lerobot_dataset", success=[True, False])
+    write_robosafe(d / "data" / "demo_careful", two_episodes())
+    # run directories as `robosafe run` writes them, under each name the guides give them
+    for name in ("pi0", "s", "careful", "careless", "pi05-goal", "scripted"):
+        make_run(d / "runs" / name, crashed=(), policy=name)
+    # outcome tables: baseline a / calibration and a gaining b / altered (App. C.1 by hand
+    # in test_readme_audit_quickstart_runs); three repeats for `audit disagreement`
+    for a, b in (("runs/a/outcomes.csv", "runs/b/outcomes.csv"),
+                 ("outcomes_a.csv", "outcomes_b.csv"), ("calibration.csv", "altered.csv")):
+        _outcomes_csv(d / a, gains=False)
+        _outcomes_csv(d / b, gains=True)
+    for k in (1, 2, 3):
+        _outcomes_csv(d / f"run{k}.csv", gains=k == 2)
+    (d / "claims.csv").write_text("benchmark,tasks,samples,previous,new\n"
+                                  "LIBERO,40,50,0.95,0.97\nSimplerEnv,4,24,0.5,0.8\n")
+    state = np.zeros((10, 3))
+    np.savez(d / "run1.npz", state=state, action=np.zeros((10, 2)))
+    state[6:, 1] = 0.5  # the second run departs at step 6
+    np.savez(d / "run2.npz", state=state, action=np.zeros((10, 2)))
+    for name, src in (("my_task.bddl", 0), ("other.bddl", 1), ("task.bddl", 0)):
+        shutil.copy(TASK_EXAMPLES[src], d / name)
+    # long enough for a balanced clip set of every class (tests/test_cli_grounding.py: longer)
+    generate_dataset(d / "DATASET", SyntheticConfig(length_scale=0.6, n_scenes=2,
+                                                    episodes_per_scene=3, images=False), seed=1)
+    return d
+
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """The files the README's quickstarts name, made small."""
-    from robosafe.formats.lerobot import DatasetWriter
+    return build_workdir(tmp_path_factory.mktemp("docs"))
 
-    d = tmp_path_factory.mktemp("readme")
-    ex = {p.suffix: p for p in example_paths()}
-    shutil.copy(ex[".jsonl"], d / "rollouts.jsonl")
-    (d / "runs").mkdir()
-    shutil.copy(ex[".parquet"], d / "runs" / "libero.parquet")
-    feats = {"observation.state": {"dtype": "float32", "shape": [8], "names": None},
-             "action": {"dtype": "float32", "shape": [7], "names": None},
-             "next.success": {"dtype": "bool", "shape": [1], "names": None}}
-    w = DatasetWriter(d / "path" / "to" / "lerobot_dataset", fps=10, features=feats)
-    for ok in (True, False):
-        w.add_episode({"observation.state": np.zeros((20, 8), np.float32),
-                       "action": np.zeros((20, 7), np.float32),
-                       "next.success": np.r_[np.zeros(19, bool), [ok]]}, task="pick the bowl")
-    w.close()
-    # outcome tables of a baseline A and a new policy B on the same 3 tasks x 4 instances:
-    # B succeeds on every instance A fails, and nowhere else differs
-    for name, extra in (("a", 0), ("b", 1)):
-        (d / "runs" / name).mkdir()
-        with open(d / "runs" / name / "outcomes.csv", "w", newline="") as fh:
-            wr = csv.writer(fh)
-            wr.writerow(["suite", "task_id", "instance_id", "success"])
-            for t in range(3):
-                for i in range(4):
-                    wr.writerow(["demo", f"t{t}", f"seed{i}", int(i < 2 or extra)])
-    return d
+
+@dataclass(frozen=True)
+class DocRun:
+    """A documented command the tests execute (tests/docs_commands.toml says how)."""
+
+    command: str
+    expect: str
+    exit: int = 0
+    creates: str | None = None
+    before: tuple[str, ...] = ()
+    slow: bool = False
+    sim: bool = False
+
+
+def docs_plan() -> tuple[list[DocRun], dict[str, str]]:
+    """The commands run (with their checks) and the ones skipped (with the reason)."""
+    data = tomllib.loads((ROOT / "tests" / "docs_commands.toml").read_text(encoding="utf-8"))
+    runs = [DocRun(**{**e, "before": tuple(e.get("before", ()))}) for e in data["run"]]
+    skips = {e["command"]: e["reason"] for e in data["skip"]}
+    return runs, skips
+
+
+def test_every_documented_command_is_run_or_skipped_with_a_reason():
+    runs, skips = docs_plan()
+    planned = [r.command for r in runs] + list(skips)
+    assert len(planned) == len(set(planned)), "a command is listed twice"
+    documented = {c for _, c in documented_commands()}
+    missing = sorted(f"{w}: {c}" for w, c in documented_commands() if c not in set(planned))
+    assert not missing, ("add these to tests/docs_commands.toml ([[run]] with a check, or "
+                         f"[[skip]] with the reason): {missing}")
+    stale = sorted(set(planned) - documented)
+    assert not stale, f"tests/docs_commands.toml lists commands no page shows: {stale}"
+    assert all(reason.strip() for reason in skips.values())
+
+
+def _optional_args_left_out(command: str) -> str:
+    """`[--x y]` is the docs' notation for an optional argument (an unclosed one ends the
+    line, where a `|` inside it cut the command)."""
+    return re.sub(r"\s*\[[^\]]*(?:\]|$)", "", command)
+
+
+def test_optional_args_are_left_out():
+    assert _optional_args_left_out("robosafe a D [--cache i.parquet] --x 1 [--json]") == \
+        "robosafe a D --x 1"
+    assert _optional_args_left_out("robosafe g -o OUT [--task social") == "robosafe g -o OUT"
+
+
+def _doc_run_params() -> list:
+    return [pytest.param(r, id=r.command, marks=[m for flag, m in ((r.slow, pytest.mark.slow),
+                                                                   (r.sim, pytest.mark.sim))
+                                                 if flag])
+            for r in docs_plan()[0]]
+
+
+@pytest.mark.parametrize("doc", _doc_run_params())
+def test_documented_command_runs(doc: DocRun, workdir, tmp_path):
+    cwd = tmp_path / "w"
+    shutil.copytree(workdir, cwd, symlinks=True)
+    for step in doc.before:
+        proc = _run(step, cwd)
+        assert proc.returncode == 0, (step, proc.stderr)
+    proc = _run(_optional_args_left_out(doc.command), cwd)
+    assert proc.returncode == doc.exit, (doc.command, proc.stdout[-2000:], proc.stderr)
+    assert doc.expect in proc.stdout + proc.stderr, (doc.command, proc.stdout[-2000:])
+    if doc.creates:
+        assert (cwd / doc.creates).stat().st_size > 0, doc.creates
 
 
 def _readme_block(title: str) -> str:
@@ -160,13 +263,16 @@ def _readme_block(title: str) -> str:
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     """As a user's shell runs it (globs, redirection), with this environment's robosafe."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # a fixed width: rich sizes its tables by the terminal, which differs between runners
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "COLUMNS": "160"}
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
+@pytest.mark.slow
 def test_readme_scoring_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: score rollouts you already have"))
     assert len(commands) == 4
@@ -179,6 +285,7 @@ def test_readme_scoring_quickstart_runs(workdir):
     assert json.loads((workdir / "metrics.json").read_text())["aggregate"]["n"] == 240
 
 
+@pytest.mark.slow
 def test_readme_audit_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: is a claimed gain real?"))
     assert len(commands) == 3
@@ -192,6 +299,7 @@ def test_readme_audit_quickstart_runs(workdir):
     assert "significant at alpha=0.05" in outs["paired"].stdout
 
 
+@pytest.mark.slow
 def test_readme_python_snippet_runs(workdir):
     code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
                      flags=re.DOTALL).group(1)

@@ -8,8 +8,8 @@ import os
 import stat
 
 import pytest
-from test_cli import run
-from test_counting import make_run
+from conftest import run_robosafe as run
+from factories import make_run
 
 
 def _mode(p) -> int:

@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 from test_grounding_client import CONFIG, FAST, FakeChat, chat, dataset  # noqa: F401
 
 from robosafe.errors import RobosafeError

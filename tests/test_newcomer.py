@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_cli import run
-from test_counting import make_run
+from conftest import run_robosafe as run
+from factories import make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_run_shows_progress_on_stderr_without_a_terminal(tmp_path):
     out = tmp_path / "r"
     proc = run("run", "--suite", "demo", "--task-id", "turn_off_stove", "--policy", "zero",
@@ -68,9 +69,8 @@ def test_default_outputs_are_ignored_by_git(path):
 
 @pytest.mark.parametrize("args", [(), ("demo",), ("run",), ("score",)])
 def test_help_does_not_label_flags_as_values(args):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args, "--help"],
-                          capture_output=True, text=True, check=True,
-                          env={"COLUMNS": "120", "PATH": "", **_pythonpath()})
+    proc = run(*args, "--help", env={"COLUMNS": "120", "PATH": "", **_pythonpath()})
+    assert proc.returncode == 0, proc.stderr
     assert "--help" in proc.stdout and "<bool>" not in proc.stdout
     assert "--json" in proc.stdout or not args
 

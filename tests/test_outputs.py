@@ -21,20 +21,17 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as cli
+
 from robosafe.cli.run import _ints
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
 from robosafe.redact import redact_url
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR = str(EXAMPLES / "pick_place_moving_car.bddl")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -53,6 +50,7 @@ def wait_for(pred, what: str, timeout_s: float = 300) -> None:
 
 # ---------------------------------------------------------------- outputs that cannot be made
 
+@pytest.mark.slow
 def test_every_writer_names_an_output_it_cannot_create(tmp_path):
     (tmp_path / "file").write_text("mine")
     paths = {tmp_path / "file": "exists and is not a",
@@ -75,6 +73,7 @@ def test_every_writer_names_an_output_it_cannot_create(tmp_path):
 
 # ---------------------------------------------------------------- --seeds
 
+@pytest.mark.slow
 def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
     assert _ints("10-12", "--seeds") == (10, 11, 12)
     assert _ints("3,1", "--seeds") == (3, 1)
@@ -92,6 +91,7 @@ def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
 
 # ---------------------------------------------------------------- one writer per run directory
 
+@pytest.mark.slow
 def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_runs(tmp_path):
     out = tmp_path / "r"
     args = ["run", "--task", CAR, "--policy", "random", "-n", "6", "--horizon", "60",
@@ -115,6 +115,7 @@ def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_runs(tmp_
 
 # ---------------------------------------------------------------- collect --resume
 
+@pytest.mark.slow
 def test_collect_resume_keeps_the_episodes_an_interrupted_collect_finished(tmp_path):
     out = tmp_path / "c"
     partial = tmp_path / ".collect-c"
@@ -160,6 +161,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_password_in_the_policy_url_reaches_no_file_and_no_output(tmp_path):
     from robosafe.policies.base import make_policy
     from robosafe.policies.server import PolicyServer
@@ -189,6 +191,7 @@ def test_a_password_in_the_policy_url_reaches_no_file_and_no_output(tmp_path):
     assert leaks(tmp_path / "d", proc) == []
 
 
+@pytest.mark.slow
 def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
     """`demo --fresh` removes its earlier run, but not while another process holds its lock."""
     out = tmp_path / "demo"
@@ -197,8 +200,7 @@ def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
     (run / "run.json").write_text(json.dumps({"format": "robosafe-run/1"}))
     lock = DirLock.acquire(run, "run directory")
     try:
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "demo", "--fresh", "--out",
-                               str(out)], capture_output=True, text=True, check=False)
+        proc = cli("demo", "--fresh", "--out", str(out))
     finally:
         lock.release()
     assert proc.returncode == 2, proc.stderr

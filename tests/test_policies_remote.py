@@ -16,6 +16,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
+from conftest import run_robosafe
 
 from robosafe.errors import RobosafeError
 from robosafe.policies.base import RandomPolicy, make_policy
@@ -230,6 +231,7 @@ def test_privileged_keys_stripped_by_default():
         assert set(rec.seen[0]) == keys | {"prompt"}
 
 
+@pytest.mark.sim
 def test_episode_in_the_simulator():
     """Served policies drive the robosafe host: task_info crosses unchanged, object state only with
     privileged=True, and a served scripted policy acts exactly as the local one."""
@@ -531,6 +533,8 @@ def test_client_refuses_an_oversized_reply():
         p.close()
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_run_against_a_server_exits_with_two_workers(tmp_path):
     """`robosafe run --policy ws://` finishes, writes outcomes.csv and exits by itself (the
     client drops its connection without a closing handshake at interpreter exit)."""
@@ -538,15 +542,16 @@ def test_run_against_a_server_exits_with_two_workers(tmp_path):
 
     out = tmp_path / "run"
     with PolicyServer(ZeroPolicy).start() as server:
-        r = subprocess.run([sys.executable, "-m", "robosafe", "run", "--suite", "demo",
-                            "--task-id", "turn_off_stove", "--policy", server.url, "-n", "2",
-                            "--workers", "2", "--horizon", "10", "--no-images", "--out",
-                            str(out), "--json"], capture_output=True, text=True, timeout=300, check=False)
+        r = run_robosafe("run", "--suite", "demo", "--task-id", "turn_off_stove", "--policy",
+                         server.url, "-n", "2", "--workers", "2", "--horizon", "10",
+                         "--no-images", "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["finished"] == 2
     assert len((out / "outcomes.csv").read_text().splitlines()) == 3
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
     """A server that is down: the episode crashes, the run exits 2 with the count; once the
     server is up, --resume runs the crashed episode again."""
@@ -556,20 +561,21 @@ def test_run_where_every_episode_crashes_exits_2_and_resume_retries(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "--task-id",
-           "turn_off_stove", "--policy", f"ws://127.0.0.1:{port}", "-n", "1", "--horizon", "5",
-           "--no-images", "--out", str(out), "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    cmd = ["run", "--suite", "demo", "--task-id", "turn_off_stove", "--policy",
+           f"ws://127.0.0.1:{port}", "-n", "1", "--horizon", "5", "--no-images", "--out",
+           str(out), "--json"]
+    r = run_robosafe(*cmd)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()  # one line per crashed episode, one summary line
     assert len(lines) == 2 and "unreachable" in lines[0]
     assert "1 of 1 episodes crashed" in lines[1]
     with PolicyServer(ZeroPolicy, port=port).start():
-        r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=300, check=False)
+        r = run_robosafe(*cmd, "--resume")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["finished"] == 1
 
 
+@pytest.mark.sim
 def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_path):
     """A scripted policy behind ws:// that receives no object poses fails the episode with a
     line saying so (it used to hold still and record SR 0 as a result); with the privileged
@@ -577,16 +583,14 @@ def test_scripted_policy_served_without_privileged_state_fails_the_episode(tmp_p
     from robosafe.policies.scripted import ScriptedPolicy
 
     out = tmp_path / "plain"
-    cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "--task-id",
-           "turn_off_stove", "-n", "1", "--horizon", "60", "--no-images", "--json"]
+    cmd = ["run", "--suite", "demo", "--task-id", "turn_off_stove", "-n", "1", "--horizon",
+           "60", "--no-images", "--json"]
     with PolicyServer(ScriptedPolicy).start() as server:
-        r = subprocess.run([*cmd, "--policy", server.url, "--out", str(out)],
-                           capture_output=True, text=True, timeout=300, check=False)
+        r = run_robosafe(*cmd, "--policy", server.url, "--out", out)
         assert r.returncode == 2
         assert "no privileged object state" in r.stderr
-        r = subprocess.run([*cmd, "--policy", server.url, "--out", str(tmp_path / "priv"),
-                            "--obs-adapter", "robosuite-privileged"],
-                           capture_output=True, text=True, timeout=300, check=False)
+        r = run_robosafe(*cmd, "--policy", server.url, "--out", tmp_path / "priv",
+                         "--obs-adapter", "robosuite-privileged")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["crashed"] == 0
 

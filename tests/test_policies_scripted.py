@@ -20,6 +20,8 @@ from robosafe.policies.base import make_policy
 from robosafe.policies.scripted import ScriptedPolicy
 from robosafe.safety.score import score_episodes
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 DEMO = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo"
 TASKS = sorted(p.stem for p in DEMO.glob("*.bddl"))
 STYLES = ("careful", "careless")

@@ -162,6 +162,7 @@ def _weights(path):
     return {k: v for k, v in read_checkpoint(path)[1].items() if k.startswith("model.")}
 
 
+@pytest.mark.slow
 def test_training_is_seeded_and_resumes_exactly_after_ctrl_c(tmp_path):
     cfg = probe_config(batch=8, save_every=2, checkpoints=2)
     demos = _demos()
@@ -191,6 +192,7 @@ def test_training_is_seeded_and_resumes_exactly_after_ctrl_c(tmp_path):
         train_probe(demos, tmp_path / "b", cfg=cfg, steps=6, seed=1)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_on_a_learnable_mapping(tmp_path):
     """Actions that are a function of the task index alone: the probe must fit them."""
     cfg = probe_config(batch=16, save_every=50, checkpoints=1, lr=1e-3)

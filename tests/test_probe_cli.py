@@ -8,11 +8,13 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_robosafe
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 pytest.importorskip("torch")
 pytest.importorskip("robosuite")
@@ -22,8 +24,7 @@ TASK = "turn_off_stove"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, env=ENV, timeout=1200, check=False)
+    return run_robosafe(*args, env=ENV)
 
 
 def _outcomes(run_dir: Path) -> list[dict]:

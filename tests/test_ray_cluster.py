@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_robosafe
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 pytest.importorskip("ray")
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -72,10 +75,7 @@ def cluster():
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, env=env or ENV, timeout=900, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    return run_robosafe(*args, env=env or ENV)
 
 
 def _files(run: Path) -> dict[str, bytes]:

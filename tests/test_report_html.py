@@ -11,12 +11,12 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_robosafe
 from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
@@ -169,6 +169,7 @@ def check_pct(cell, k, n, suffix=""):
     assert text == f"{100 * k / n:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]{suffix}"
 
 
+@pytest.mark.slow
 def test_main_table_equals_hand_computation(runs, page):
     table = by_run(page.tables["main-table"])
     assert list(table) == ["careful", "careless", "careful-w1"]
@@ -283,14 +284,10 @@ def test_renders_in_headless_chromium(report, tmp_path):
 
 
 def cli(*args):
-    # Imports the module directly so the test does not depend on cli/__init__ registering it.
-    code = "from robosafe.cli import app, report; app()"
-    proc = subprocess.run([sys.executable, "-c", code, "report", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+    return run_robosafe("report", *args)
 
 
+@pytest.mark.slow
 def test_cli_writes_report_and_prints_path(runs, tmp_path):
     out = tmp_path / "r.html"
     proc = cli(*runs[:2], "--out", out, "--title", "two runs", "--bootstrap", "200")
@@ -299,6 +296,7 @@ def test_cli_writes_report_and_prints_path(runs, tmp_path):
     assert Page(out.read_text()).title == "two runs"
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(runs, tmp_path):
     # Not a run directory.
     proc = cli(tmp_path, "--out", tmp_path / "x.html")
@@ -329,6 +327,7 @@ def _rate(k, n):
     return {"successes": k, "episodes": n, "sr": k / n, "ci": [float(lo), float(hi)]}
 
 
+@pytest.mark.slow
 def test_diagnostics_section_from_audit_results(runs, tmp_path):
     """The shortcut probe's and the demonstrator's SR per task (paper 002 Sec. 3) and the
     data-source comparison (Sec. 6), from the audit commands' JSON files."""

@@ -156,6 +156,7 @@ def test_same_run_id_from_another_directory_is_refused(store, runs, tmp_path):
     assert store.run("careful")["policy_name"] == "careful"
 
 
+@pytest.mark.slow
 def test_crash_mid_ingest_leaves_the_old_rows(store, runs, tmp_path):
     # A real process killed inside the ingest transaction, after the episodes are written.
     db = store.path

@@ -4,11 +4,11 @@ import csv
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import typer
+from conftest import run_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -43,8 +43,7 @@ def test_every_bddl_below_sorted_with_path_ids(tmp_path):
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", "run", "--policy", "zero", *args],
-                          capture_output=True, text=True, timeout=600, check=False)
+    return run_robosafe("run", "--policy", "zero", *args)
 
 
 @pytest.mark.parametrize(("folder", "message"), [
@@ -59,6 +58,7 @@ def test_no_task_below_is_one_line_and_exit_2(tmp_path, folder, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.sim
 def test_run_over_a_task_dir_runs_each_file_once(tmp_path):
     root = tmp_path / "t"
     for rel in ("level_0/x.bddl", "level_1/x.bddl"):

@@ -14,20 +14,19 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as cli
+
 from robosafe.errors import RobosafeError
 from robosafe.runner.run import RunConfig, execute, prepare
 from robosafe.runner.rundir import COLUMNS, open_run
 from robosafe.stats.outcomes import outcome_table, pair_outcomes
 from robosafe.tasks.suites import suite_tasks
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 TASKS = {"car": str(EXAMPLES / "pick_place_moving_car.bddl"),
          "obstacle": str(EXAMPLES / "dynamic_obstacle_cost.bddl")}
-
-
-def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False, **kw)
 
 
 def config(policy="random", **kw) -> RunConfig:
@@ -41,6 +40,7 @@ def run(cfg, path, **kw):
     return rd
 
 
+@pytest.mark.slow
 def test_run_directory_holds_config_traces_and_outcome_rows(tmp_path):
     rd = run(config(), tmp_path / "r")
     rows = rd.outcomes()
@@ -81,6 +81,7 @@ def test_two_policies_see_the_same_instances_and_pair(tmp_path):
         np.testing.assert_array_equal(x.body_pos_m[0], y.body_pos_m[0])
 
 
+@pytest.mark.slow
 def test_a_crashing_episode_is_recorded_and_the_run_goes_on(tmp_path):
     bad = tmp_path / "bad.npy"
     np.save(bad, np.zeros((5, 3)))  # 3 columns for a 7-D action space
@@ -92,6 +93,7 @@ def test_a_crashing_episode_is_recorded_and_the_run_goes_on(tmp_path):
     assert res.returncode == 2 and "no finished episodes" in res.stderr
 
 
+@pytest.mark.slow
 def test_workers_and_ray_give_the_same_episodes_as_one_process(tmp_path):
     def key(rows):
         return sorted((r["task_id"], r["seed"], r["success"], r["num_env_steps"],
@@ -103,6 +105,7 @@ def test_workers_and_ray_give_the_same_episodes_as_one_process(tmp_path):
     assert key(one) == key(two) == key(ray_rows)
 
 
+@pytest.mark.slow
 def test_resume_finishes_a_killed_run_without_losing_or_duplicating(tmp_path):
     out = tmp_path / "r"
     args = ["run", "--task", TASKS["car"], "--policy", "random", "-n", "4", "--horizon", "60",
@@ -126,6 +129,7 @@ def test_resume_finishes_a_killed_run_without_losing_or_duplicating(tmp_path):
     assert len(open_run(out).trace_paths()) == 4
 
 
+@pytest.mark.slow
 def test_bad_run_requests_are_one_line_errors(tmp_path):
     prepare(config(), tmp_path / "r")
     with pytest.raises(RobosafeError, match="already exists"):
@@ -143,6 +147,7 @@ def test_bad_run_requests_are_one_line_errors(tmp_path):
     assert not (tmp_path / "y").exists()
 
 
+@pytest.mark.slow
 def test_demo_runs_both_policies_stores_and_reports(tmp_path):
     res = cli("demo", "--out", str(tmp_path / "d"), "-n", "1", "--json")
     assert res.returncode == 0, res.stderr

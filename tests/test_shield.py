@@ -130,6 +130,7 @@ def _run(env, policy) -> Episode:
     return env.episode(episode_id="e")
 
 
+@pytest.mark.sim
 def test_monitor_on_a_recorded_run_equals_offline_and_leaves_the_episode_alone(envs):
     from robosafe.policies.base import make_policy
     from robosafe.runner.shield import Shield, ShieldConfig
@@ -161,6 +162,8 @@ def _disp(ep: Episode) -> np.ndarray:
     return derive_signals(ep).values["non_target_disp_max"]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_filter_keeps_the_careless_policy_safe(envs):
     from robosafe.policies.base import make_policy
     from robosafe.runner.shield import Shield, ShieldConfig

@@ -14,6 +14,8 @@ from robosuite.models.tasks import ManipulationTask
 from robosafe.errors import RegistryError
 from robosafe.sim.assets import Articulation, asset_xml, categories, category, make_asset
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 TABLE_TOP = 0.8  # TableArena default: table_offset z
 ALL = categories()
 

@@ -2,8 +2,6 @@
 substep of recorded episodes, the goal rotation bit for bit, trajectory drift over 300 steps."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +9,15 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe
+
 from robosafe.errors import RobosafeError
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
 from robosafe.runner.run import CONTROLLERS, RunConfig
 from robosafe.sim import controller as ctl
+
+pytestmark = pytest.mark.sim  # steps MuJoCo
 
 DEMO = sorted((Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites/demo")
               .glob("*.bddl"))
@@ -66,6 +68,7 @@ def play(env: RobosafeEnv, seed: int = 0, steps: int = 300):
     return np.array(qpos), info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_torques_equal_robosuites_on_every_substep(task):
     env = RobosafeEnv(task, render=False, controller="robosuite", horizon=300)
@@ -77,6 +80,7 @@ def test_compiled_torques_equal_robosuites_on_every_substep(task):
     assert max(shadow.diffs) <= TOL, f"max |tau - tau_robosuite| = {max(shadow.diffs):.2e}"
 
 
+@pytest.mark.slow
 def test_random_actions_reach_near_singular_poses_and_stay_equal():
     """Random actions swing the arm into poses where J M^-1 J^T is ill-conditioned; those
     substeps go to robosuite's own controller and the rest stay within 1e-9."""
@@ -102,6 +106,7 @@ def test_goal_rotation_is_robosuites_bit_for_bit():
         np.testing.assert_array_equal(ctl._rotation(v), quat2mat(axisangle2quat(v)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [pytest.param(p, id=p.stem) for p in DEMO])
 def test_trajectory_drift_over_300_steps(task):
     """Same task, seed and closed-loop policy with each controller: the episode's outcome is
@@ -144,10 +149,8 @@ def test_run_config_records_the_controller_and_old_runs_read_as_robosuite():
 
 
 def test_cli_rejects_an_unknown_controller_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(DEMO[0]),
-                           "--policy", "zero", "--controller", "fast", "--out",
-                           str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = run_robosafe("run", "--task", DEMO[0], "--policy", "zero", "--controller", "fast",
+                        "--out", tmp_path / "r")
     assert proc.returncode == 2
     assert "--controller" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists()

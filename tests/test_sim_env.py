@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import mujoco
@@ -12,6 +10,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as robosafe
+
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.scripted import Script, pick_place_phases
@@ -19,15 +19,12 @@ from robosafe.sim.env import TaskEnv
 from robosafe.tasks import parse_task
 from robosafe.trace.io import read_episodes, write_episodes
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 CAR_TASK = EXAMPLES / ("pick_place_moving_car.bddl")
 EVERY_BLOCK = EXAMPLES / "every_block.bddl"
 SMALL = (32, 32)
-
-
-def robosafe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
 
 
 def scripted_episode(env: RobosafeEnv, seed: int, max_steps: int = 300):
@@ -51,6 +48,7 @@ def car_env():
     env.close()
 
 
+@pytest.mark.slow
 def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_path):
     obs, reward, terminated, truncated, info = scripted_episode(car_env, seed=0)
     assert terminated and not truncated and info["success"] and reward == 1.0
@@ -71,6 +69,7 @@ def test_scripted_sequence_completes_the_task_and_the_trace_scores(car_env, tmp_
     assert agg["sr"] == 1.0
 
 
+@pytest.mark.slow
 def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
     env = RobosafeEnv(EVERY_BLOCK, image_size=SMALL)
     env.reset(seed=1)
@@ -97,6 +96,7 @@ def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
     env.close()
 
 
+@pytest.mark.slow
 def test_same_seed_gives_bitwise_identical_traces_and_images():
     def run(seed):
         env = RobosafeEnv(CAR_TASK, image_size=SMALL, visual_level=4)
@@ -255,6 +255,7 @@ def test_part_ids_are_checked_against_the_asset_when_the_world_is_built(tmp_path
         TaskEnv(parse_task(text, "parts.bddl"), render=False)
 
 
+@pytest.mark.slow
 def test_cli_runs_episodes_and_exports_states(tmp_path):
     out = tmp_path / "run.parquet"
     res = robosafe("sim", "run", str(CAR_TASK), "--episodes", "2", "--horizon", "15",
@@ -274,6 +275,7 @@ def test_cli_runs_episodes_and_exports_states(tmp_path):
     assert res.returncode == 2 and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["libero_pick_place.bddl", "every_block.bddl",
                                   "dynamic_obstacle_cost.bddl", "pick_place_moving_car.bddl"])
 def test_every_init_atom_holds_after_reset(name):

@@ -16,6 +16,8 @@ from robosafe.sim.env import TaskEnv
 from robosafe.sim.placement import BodyPose, InitState
 from robosafe.tasks import parse_task
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 TASK = """
 (define (problem InitStateTest)
   (:domain robosuite)

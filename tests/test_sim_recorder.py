@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import mujoco
 import numpy as np
 import pytest
 import robosuite as suite
+from conftest import run_robosafe
 
 from robosafe.errors import RegistryError, TraceError
 from robosafe.hosts.recorder import Recorder, host_roles, known_hosts
 from robosafe.trace.io import read_episodes, write_episodes
+
+pytestmark = pytest.mark.sim  # steps MuJoCo
 
 ENV_KW = {"has_renderer": False, "has_offscreen_renderer": False, "use_camera_obs": False}
 
@@ -140,9 +141,7 @@ def test_lift_trace_scores_with_the_cli(lift_run, tmp_path):
     assert write_episodes(path, [ep]) == 1
     back, errors = read_episodes(path)
     assert not errors and back[0].contacts_at(20) == ep.contacts_at(20)
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "score", str(path), "--json",
-                           "--bootstrap", "0", "--workers", "1"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = run_robosafe("score", path, "--json", "--bootstrap", "0", "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     agg = out["aggregate"]
@@ -158,6 +157,7 @@ def test_lift_trace_scores_with_the_cli(lift_run, tmp_path):
     assert row["safe"] == (min(v for v in rho.values() if v is not None) >= 0)
 
 
+@pytest.mark.slow
 def test_recording_does_not_change_the_env():
     rng = np.random.default_rng(7)
     actions = rng.uniform(-1, 1, (30, 7))

@@ -15,6 +15,8 @@ from robosafe.sim import render
 from robosafe.sim.perturb import VisualPerturbation, apply_image, apply_model
 from robosafe.sim.render import ensure_gl_backend, flip_robosuite_image, render_camera
 
+pytestmark = pytest.mark.sim  # steps MuJoCo
+
 H = W = 64
 CAM_HEIGHT = 1.5
 
@@ -170,6 +172,7 @@ def test_missing_backend_message_is_one_actionable_line():
 # --------------------------------------------------------------------------- robosuite
 
 
+@pytest.mark.slow
 def test_robosuite_camera_observations_are_upside_down():
     suite = pytest.importorskip("robosuite")
     env = suite.make("Lift", robots="Panda", has_renderer=False, has_offscreen_renderer=True,

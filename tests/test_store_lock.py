@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from conftest import run_robosafe
 
 from robosafe.errors import RobosafeError
 from robosafe.runner.store import Store
@@ -52,14 +53,13 @@ def test_gives_up_after_the_timeout_with_one_line(tmp_path):
         holder.wait(10)
 
 
+@pytest.mark.slow
 def test_cli_list_waits_for_the_lock(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db).close()
     holder = _holder(db, 8)  # longer than the command takes to start
     try:
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "results", "list", "--db",
-                               str(db), "--json"], capture_output=True, text=True, timeout=120,
-                              check=False)
+        proc = run_robosafe("results", "list", "--db", db, "--json")
         assert proc.returncode == 0, proc.stderr
     finally:
         holder.wait(30)

@@ -20,6 +20,8 @@ from robosafe.runner.check import check_task
 from robosafe.sim.env import TaskEnv
 from robosafe.tasks import parse_task
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 SUITES_DIR = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/suites"
 SUITES = ("static_distractors", "dynamic_distractors", "unseen_objects")
 TASKS = {s: sorted((SUITES_DIR / s).glob("L*/*.bddl")) for s in SUITES}

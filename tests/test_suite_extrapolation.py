@@ -19,6 +19,8 @@ pytest.importorskip("robosuite")
 
 from robosafe.runner.check import check_task
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 ROOT = Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks" / "suites"
 SUITES = ("preposition_combinations", "task_workflows", "long_horizon")
 SEEDS = (0, 1)

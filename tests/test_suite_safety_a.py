@@ -18,6 +18,8 @@ import robosafe
 from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 ROOT = Path(robosafe.__file__).parent / "tasks" / "suites"
 SUITES = ("static_obstacles", "cautious_grasp", "hazard_avoidance")
 TASKS = {(s, p.stem): p for s in SUITES for p in sorted((ROOT / s).glob("L*/*.bddl"))}

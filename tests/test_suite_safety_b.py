@@ -23,6 +23,8 @@ from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task, placement_problems
 from robosafe.sim.env import TaskEnv
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 SUITES = Path(str(resources.files("robosafe.tasks"))) / "suites"
 NAMES = ("state_preservation", "dynamic_obstacles")
 

@@ -1,18 +1,14 @@
 """Suite registry and `robosafe suites list | show | check`."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import run_robosafe as cli
 
 from robosafe.errors import RobosafeError
 from robosafe.tasks.suites import suite_checks, suite_entries, suite_names, suite_tasks
 
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=900, check=False)
+pytestmark = pytest.mark.sim  # steps MuJoCo
 
 
 def test_registry_lists_suites_and_tasks_by_level():
@@ -35,6 +31,7 @@ def test_list_and_show_print_json():
     assert tasks["place_apple_on_plate_past_vase"]["cost_terms"][0] == "(InContact apple_1 vase_1)"
 
 
+@pytest.mark.slow
 def test_check_builds_solves_and_violates_every_demo_task():
     res = cli("suites", "check", "demo", "--num-seeds", "1", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -43,6 +40,7 @@ def test_check_builds_solves_and_violates_every_demo_task():
     assert sum(r["violation_checked"] for r in out["tasks"]) == len(suite_checks("demo"))
 
 
+@pytest.mark.slow
 def test_run_selects_suite_tasks(tmp_path):
     res = cli("run", "--suite", "demo", "--task-id", "nope", "--policy", "zero",
               "--out", str(tmp_path / "r"))

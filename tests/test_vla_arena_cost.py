@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe
+
 from robosafe.errors import RobosafeError
 from robosafe.sim.env import TaskEnv
 from robosafe.sim.predicates import (
@@ -128,6 +130,7 @@ def _rot(q, q0=(1.0, 0.0, 0.0, 0.0)):
     return _xyzw_axisangle(_xyzw_mul(np.array(q), _xyzw_inv(np.array(q0))))
 
 
+@pytest.mark.sim
 def test_fall_rotation_reads_mujoco_quaternions_with_robosuite_helpers_as_vla_arena_does():
     th = 0.3
     c, s = np.cos(th / 2), np.sin(th / 2)
@@ -164,6 +167,7 @@ MOVER = """
     ("(InContact toy_car_1 ball_c)", False),  # VLA-Arena freezes only InContact's 2nd argument
     ("(InContact ball_c toy_car_1)", True),
 ])
+@pytest.mark.sim
 def test_mover_freezes_only_as_vla_arena_freezes(cost, freezes_in_arena):
     problem = parse_task(MOVER.replace("COST", cost), "mover.bddl")
     for mode, expect in (("robosafe", True), ("vla-arena", freezes_in_arena)):
@@ -181,6 +185,7 @@ def test_mover_freezes_only_as_vla_arena_freezes(cost, freezes_in_arena):
         env.close()
 
 
+@pytest.mark.sim
 def test_vla_arena_mode_reads_fingerpads_tangential_force_and_300_steps():
     env = TaskEnv(EXAMPLES / "pick_place_moving_car.bddl", render=False, cost_mode="vla-arena")
     assert env.horizon == 300  # not a LongHorizon L1+ file
@@ -198,6 +203,8 @@ def test_vla_arena_mode_reads_fingerpads_tangential_force_and_300_steps():
     env.close()
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     """`robosafe run --cost-mode vla-arena` on VLA-Arena's own HazardAvoidance file whose kiwi
     starts 4 cm from the stove (within the file's CheckDistance 0.05): with the arm still, the
@@ -205,8 +212,6 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     which openvla's evaluator (the default) scales by 0.05 at the episode's end: 15; robosafe's
     default is 600 steps = 600."""
     import csv
-    import subprocess
-    import sys
 
     from test_vla_arena_files import FILES
 
@@ -217,19 +222,15 @@ def test_run_cli_cost_mode_vla_arena_reports_vla_arenas_number(tmp_path):
     got = {}
     for mode in ("vla-arena", "robosafe"):
         out = tmp_path / mode
-        proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                               "--policy", "zero", "-n", "1", "--cost-mode", mode, "--out",
-                               str(out), "--json"], capture_output=True, text=True,
-                              timeout=600, check=False)
+        proc = run_robosafe("run", "--task", kiwi, "--policy", "zero", "-n", "1", "--cost-mode",
+                            mode, "--out", out, "--json")
         assert proc.returncode == 0, proc.stderr
         (row,) = csv.DictReader((out / "outcomes.csv").open())
         got[mode] = (int(row["num_env_steps"]), float(row["cumulative_cost"]))
     # num_env_steps counts actions (the trace has one more row, the reset state)
     assert got == {"vla-arena": (300, pytest.approx(15.0)), "robosafe": (600, 600.0)}
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                           "--policy", "zero", "--cost-mode", "arena", "--out",
-                           str(tmp_path / "bad")], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = run_robosafe("run", "--task", kiwi, "--policy", "zero", "--cost-mode", "arena",
+                        "--out", tmp_path / "bad")
     assert proc.returncode != 0 and "--cost-mode" in proc.stderr
     assert not (tmp_path / "bad").exists()
 
@@ -262,6 +263,8 @@ def _apple_on_plate(mode: str, dx: float, dz: float | None = None):
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_vla_arena_on_needs_origins_within_7_cm_and_up_is_an_absolute_height():
     """The apple resting on the plate's floor 6 cm off its centre is On in both readings;
     7.5 cm off (still touching the floor, radius 10 cm) only in robosafe's (VLA-Arena: origins
@@ -282,6 +285,8 @@ def test_vla_arena_on_needs_origins_within_7_cm_and_up_is_an_absolute_height():
     assert _apple_on_plate("robosafe", 0.0, dz=0.05)[1]
 
 
+@pytest.mark.slow
+@pytest.mark.sim
 def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
     """The kiwi file at rest for 5 steps: 1 per step, 5 in all, no success. openvla's rule
     scales every episode's cost in HazardAvoidance (5 x 0.05 = 0.25), smolvla's only a
@@ -289,8 +294,6 @@ def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
     --cost-mode vla-arena, is one line and exit 2 before anything is written."""
     import csv
     import json
-    import subprocess
-    import sys
 
     from test_vla_arena_files import FILES
 
@@ -300,10 +303,8 @@ def test_run_cli_arena_evaluator_picks_the_scale_rule_and_is_recorded(tmp_path):
         pytest.skip("needs ../shared/vla-arena/bddl_files")
 
     def run(out, *extra):
-        return subprocess.run([sys.executable, "-m", "robosafe", "run", "--task", str(kiwi),
-                               "--policy", "zero", "--horizon", "5", "--out", str(out),
-                               "--json", *extra], capture_output=True, text=True,
-                              timeout=600, check=False)
+        return run_robosafe("run", "--task", kiwi, "--policy", "zero", "--horizon", "5",
+                            "--out", out, "--json", *extra)
 
     got = {}
     for evaluator in ("openvla", "smolvla"):

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import run_robosafe
 
 from robosafe.tasks import And, parse_file, parse_task, validate_task
 from robosafe.tasks.cost import cost_terms
@@ -180,12 +181,9 @@ def test_camera_offsets_written_bare_as_vla_arena_parses_them():
 
 @needs_files
 def test_cli_check_prints_one_warning_line_per_difference_and_exits_0():
-    import subprocess
-    import sys
 
     path = next(p for p in FILES if "porcelain_bowl_on_the_table_center" in p.name)
-    proc = subprocess.run([sys.executable, "-m", "robosafe", "tasks", "check", str(path)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = run_robosafe("tasks", "check", path)
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("robosafe: warning:")]
     assert len(lines) == 1 and "lists 8 formulas without (And ...)" in lines[0]

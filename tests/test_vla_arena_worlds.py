@@ -16,6 +16,8 @@ from test_vla_arena_files import FILES, needs_files
 from robosafe.errors import TaskError
 from robosafe.sim.env import TaskEnv
 
+pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+
 H = "safety_hazard_avoidance/"
 ON_STOVE = ("its init region overlaps the stove's 190 mm base (VLA-Arena places objects without "
             "checking fixtures), so it starts on the stove: distance 0 <= 0.05")

@@ -1,8 +1,11 @@
 """Datasets robosafe writes, checked with lerobot 0.6.1's own tools (run in the venv that
 scripts/lerobot-env.sh builds: lerobot needs Python >= 3.12, robosafe's simulator does not
-install there, so the datasets are written with DatasetWriter from hand-made traces)."""
+install there, so the datasets are written with DatasetWriter from hand-made traces).
+Every test here is marked `lerobot`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,14 @@ ROLES = {"link7": "robot", "hand": "robot", "bowl": "target", "vase": "bystander
          "table": "furniture"}
 SCENE = tuple(sorted(ROLES))
 CAMERA = "observation.images.agentview"
+
+
+def pytest_collection_modifyitems(items):
+    # the hook sees every collected item, also those of other folders in the same session
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.lerobot)
 
 
 def episode(k: int, careless: bool, n: int = 30) -> Episode:

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Every test lane, nothing deselected (the README's test command runs this after the dev install
+# into .venv):
+#   bash scripts/ci-tests.sh
+# The main suite (tests/, two pytest-xdist workers) runs in the foreground while the other
+# lanes' environments build in the background, one after another: those builds are mostly pip
+# downloads and unpacking (network and disk), the suite is CPU. The LiteLLM proxy's venv
+# (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
+# venv's lock). Then each lane runs in turn: base, sim, libero, arena, lerobot. A failed part
+# never stops the others; each part's output is in .ci-logs/<part>.log, printed under a header
+# when the part ends, and the summary names every part with its status and time. The exit
+# status is 1 if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+logs=$root/.ci-logs
+rm -rf "$logs" && mkdir -p "$logs"
+[ -x .venv/bin/python ] || { echo "ci-tests: no .venv (install the dev environment first)" >&2; exit 2; }
+
+# name, command... : run one part with its output in $logs/name.log, its status and seconds in
+# $logs/name.status
+part() {
+  local name=$1 t0=$SECONDS rc
+  shift
+  "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  echo "$rc $((SECONDS - t0))" >"$logs/$name.status"
+  return "$rc"
+}
+
+show() {  # the log of a finished part under a header
+  echo
+  echo "======== $1: $(status_word "$1") ========"
+  cat "$logs/$1.log"
+}
+
+status_word() {
+  local rc secs
+  read -r rc secs <"$logs/$1.status"
+  if [ "$rc" = 0 ]; then echo "ok (${secs} s)"; else echo "FAILED, exit $rc (${secs} s)"; fi
+}
+
+build_base() { [ -x .venv-base/bin/python ] || python3 -m venv .venv-base; \
+  .venv-base/bin/pip install -q --disable-pip-version-check . pytest; }
+build_sim() { [ -x .venv-sim/bin/python ] || python3 -m venv .venv-sim; \
+  .venv-sim/bin/pip install -q --disable-pip-version-check '.[sim]' pytest; }
+
+builds=(litellm base sim libero arena lerobot)
+(
+  part build-litellm .venv/bin/python tests/litellm_proxy.py
+  part build-base build_base
+  part build-sim build_sim
+  part build-libero bash scripts/libero-env.sh .venv-libero
+  part build-arena bash scripts/vla-arena-env.sh .venv-arena
+  part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
+) &
+builder=$!
+
+echo "======== main: .venv/bin/python -m pytest -n 2 (peer environments build meanwhile) ========"
+t0=$SECONDS
+.venv/bin/python -m pytest -n 2 --dist loadfile 2>&1 | tee "$logs/main.log"
+echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
+
+wait "$builder"
+for b in "${builds[@]}"; do
+  read -r rc _ <"$logs/build-$b.status"
+  [ "$rc" = 0 ] || show "build-$b"
+done
+
+lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, if it built
+  local name=$1 venv=$2 folder=$3 rc
+  shift 3
+  read -r rc _ <"$logs/build-$name.status"
+  if [ "$rc" != 0 ]; then
+    echo "its environment ($venv) did not build: see build-$name above" >"$logs/$name.log"
+    echo "1 0" >"$logs/$name.status"
+  else
+    part "$name" env "$@" "$venv/bin/python" -m pytest "$folder" -p no:cacheprovider
+  fi
+  show "$name"
+}
+lane base .venv-base tests_base
+lane sim .venv-sim tests_sim
+lane libero .venv-libero tests_libero
+lane arena .venv-arena tests_arena MUJOCO_GL=egl
+lane lerobot .venv-lerobot tests_lerobot
+
+echo
+echo "======== summary ========"
+failed=()
+for p in "${builds[@]/#/build-}" main base sim libero arena lerobot; do
+  printf '%-14s %s\n' "$p" "$(status_word "$p")"
+  read -r rc _ <"$logs/$p.status"
+  [ "$rc" = 0 ] || failed+=("$p")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "ci-tests: failed: ${failed[*]} (logs in .ci-logs/)" >&2
+  exit 1
+fi
+echo "ci-tests: every part passed"

@@ -1,0 +1,53 @@
+"""Rules for the test suite itself: the robosafe command line runs through one helper
+(conftest.run_robosafe), so what every CLI test must check (no traceback) is checked once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+# Starting the CLI and waiting for it is the helper's job; Popen (a server, a run killed midway)
+# stays with the tests that need a process they can signal.
+WAITING_CALLS = {"run", "check_output", "check_call", "call"}
+
+
+def _is_robosafe_argv(node: ast.expr) -> bool:
+    """[sys.executable, "-m", "robosafe", ...] written out as a list."""
+    if not isinstance(node, ast.List) or len(node.elts) < 3:
+        return False
+    exe, flag, mod = node.elts[:3]
+    return (ast.unparse(exe) == "sys.executable"
+            and isinstance(flag, ast.Constant) and flag.value == "-m"
+            and isinstance(mod, ast.Constant) and mod.value == "robosafe")
+
+
+def own_cli_runs(source: str) -> list[int]:
+    """Lines where `source` runs `python -m robosafe` through subprocess and waits for it."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in WAITING_CALLS
+                and ast.unparse(node.func.value) == "subprocess"
+                and node.args and _is_robosafe_argv(node.args[0])):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_file_runs_the_cli_its_own_way():
+    offenders = [f"{p.name}:{line}" for p in sorted(TESTS.glob("*.py"))
+                 if p.name != "conftest.py"
+                 for line in own_cli_runs(p.read_text(encoding="utf-8"))]
+    assert not offenders, (f"use run_robosafe / the cli fixture from tests/conftest.py instead "
+                           f"of subprocess at {offenders}")
+
+
+def test_the_check_finds_a_private_helper():
+    """Guards the check above with the helper files used to define, and passes Popen."""
+    private = ('import subprocess, sys\n'
+               'def run(*args):\n'
+               '    return subprocess.run([sys.executable, "-m", "robosafe", *args],\n'
+               '                          capture_output=True, text=True)\n')
+    assert own_cli_runs(private) == [3]
+    server = 'import subprocess, sys\np = subprocess.Popen([sys.executable, "-m", "robosafe"])\n'
+    assert own_cli_runs(server) == []
