@@ -58,7 +58,10 @@ builder=$!
 
 echo "======== main: .venv/bin/python -m pytest -n 2 (peer environments build meanwhile) ========"
 t0=$SECONDS
-.venv/bin/python -m pytest -n 2 --dist loadfile 2>&1 | tee "$logs/main.log"
+# then the tests marked serial alone (together: every test of tests/, as a plain `pytest` runs)
+{ .venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial"; a=$?
+  .venv/bin/python -m pytest -m serial; b=$?
+  [ "$a" = 0 ] && [ "$b" = 0 ]; } 2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
 
 wait "$builder"
