@@ -120,7 +120,12 @@ class StateView:
     def mask(self, entity, parts=None) -> np.ndarray:
         name = str(entity)
         if parts is not None and name in self.env.assets:
-            parts = self.env.assets[name].category.part_ids(parts)
+            asset = self.env.assets[name]
+            ids = tuple(int(p) for p in parts)
+            if asset.index_geoms and not all(i in asset.category.parts for i in ids):
+                # VLA-Arena's numbering on its own mesh: exactly the geoms it names
+                return self._index_mask(name, ids)
+            parts = asset.category.part_ids(ids)
         if parts is not None:
             missing = [p for p in parts if (name, int(p)) not in self.part_masks]
             if missing:
@@ -130,6 +135,14 @@ class StateView:
             raise TaskError(f"{name!r} is not an object, fixture or the gripper here",
                             source=self.env.source)
         return self.masks[name]
+
+    def _index_mask(self, name: str, ids: tuple[int, ...]) -> np.ndarray:
+        """Collision geoms of a real VLA-Arena asset by VLA-Arena's geom index; an index that is
+        not a collision geom selects nothing, as VLA-Arena's name filter selects nothing."""
+        geoms = self.env.assets[name].index_geoms
+        mask = np.zeros(self.m.ngeom, bool)
+        mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+        return mask
 
     def pair(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a[self.g1] & b[self.g2]) | (a[self.g2] & b[self.g1])

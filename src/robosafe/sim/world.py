@@ -26,7 +26,7 @@ from robosuite.models.tasks import ManipulationTask
 from robosafe.errors import TaskError
 from robosafe.sim.assets import category, make_asset
 from robosafe.sim.controller import CompiledController, check_controller
-from robosafe.sim.libero_assets import assets_root, covered
+from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing_file, real_key
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
@@ -107,10 +107,12 @@ class ArenaEnv(ManipulationEnv):
                  controller: str = "robosuite", **kwargs):
         cfg = config()
         self.problem = problem
-        if assets not in ("stand-in", "libero"):
-            raise TaskError(f"assets must be 'stand-in' or 'libero', got {assets!r}")
+        if assets not in ("stand-in", *SOURCES):
+            raise TaskError(f"assets must be 'stand-in', 'libero' or 'vla-arena', got {assets!r}")
         if assets == "libero":
             assets_root()  # one line naming the extra when LIBERO's assets are not installed
+        if assets == "vla-arena":
+            arena_root()  # one line naming the variable when VLA-Arena's assets are not found
         self.asset_source = assets
         self.source = source
         self.scene = scene(problem.name)
@@ -162,17 +164,14 @@ class ArenaEnv(ManipulationEnv):
                     geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
         decls += list(self.problem.objects)
-        real = set(covered()) if self.asset_source == "libero" else set()
-        self.assets = {d.name: make_asset(d.category, d.name,
-                                          fixed=True if d.name in self.moving else None,
-                                          source="libero" if category(d.category).name in real
-                                          else "stand-in")
-                       for d in decls}
-        if self.asset_source == "libero":
-            stand_ins = sorted({a.category.name for a in self.assets.values()
-                                if a.source == "stand-in"})
-            if stand_ins:  # said once per task: these look unlike LIBERO's to a policy
-                self.notes.add("LIBERO's assets have no " + ", ".join(stand_ins)
+        self.missing_files: set[str] = set()  # objects whose real files are missing (warned)
+        self.assets = {d.name: self._make_asset(d) for d in decls}
+        if self.asset_source != "stand-in":
+            stand_ins = sorted({a.category.name for n, a in self.assets.items()
+                                if a.source == "stand-in" and n not in self.missing_files})
+            if stand_ins:  # said once per task: these look unlike the real ones to a policy
+                owner = "LIBERO's" if self.asset_source == "libero" else "VLA-Arena's"
+                self.notes.add(f"{owner} assets have no " + ", ".join(stand_ins)
                                + ": procedural stand-ins used")
         self.model = ManipulationTask(mujoco_arena=arena,
                                       mujoco_robots=[r.robot_model for r in self.robots],
@@ -180,6 +179,24 @@ class ArenaEnv(ManipulationEnv):
         for name in self.mocap_names():
             body = self.model.worldbody.find(f"./body[@name='{self.assets[name].root_body}']")
             body.set("mocap", "true")
+
+    def _make_asset(self, decl):
+        """One declared object or fixture, from the real asset files where the chosen source
+        has it, else the stand-in; a file the source lists but the folder lacks is one warning
+        line naming the object and the file (the stand-in is used)."""
+        fixed = True if decl.name in self.moving else None
+        source = self.asset_source
+        key = (real_key(source, decl.category, category(decl.category).name)
+               if source != "stand-in" else None)
+        if key is not None:
+            missing = missing_file(source, key)
+            if missing is not None:
+                self.notes.add(f"{decl.name} ({decl.category}): asset file {missing} not found "
+                               f"in the {source} assets: procedural stand-in used")
+                key = None
+        if key is None:
+            return make_asset(decl.category, decl.name, fixed=fixed)
+        return make_asset(decl.category, decl.name, fixed=fixed, source=source, real_key=key)
 
     def mocap_names(self) -> list[str]:
         """Fixtures (other than the table) and moving objects: kinematic bodies."""
