@@ -183,7 +183,8 @@ def _euler_quat(euler_deg) -> np.ndarray:
 
 
 def _fmt(values) -> str:
-    return " ".join(f"{float(v):.6g}" for v in values)
+    # full precision: source_frame composes poses with the exact centre this writes
+    return " ".join(repr(float(v)) for v in values)
 
 
 def _is_collision(g: ET.Element) -> bool:

@@ -53,8 +53,12 @@ class StateView:
                 root[b] = m.body_parentid[root[b]]
         self.masks: dict[str, np.ndarray] = {}
         geom_root = root[m.geom_bodyid]
+        # VLA-Arena's object geoms are robosuite's contact_geoms, the group-0 geoms of its file
+        # (its stove's group-1 base box collides but is not one): the same set on its files
+        group0 = m.geom_group == 0
         for name, asset in env.assets.items():
-            self.masks[name] = collide & (geom_root == env.body_id[name])
+            geoms = group0 if mode == "vla-arena" and asset.source != "stand-in" else collide
+            self.masks[name] = geoms & (geom_root == env.body_id[name])
         table = collide & (m.geom_bodyid == env.table_body)
         for name in env.table_names:
             self.masks[name] = table
@@ -163,14 +167,16 @@ class StateView:
         mujoco.mj_contactForce(self.m, self.d, int(sel[0]), _FORCE)
         return float(_FORCE[2])
 
-    def distance(self, a: np.ndarray, b: np.ndarray, cap: float) -> float:
-        """Smallest geom-geom distance (mj_geomDistance), at most ``cap``."""
+    def distance(self, a: np.ndarray, b: np.ndarray, cap: float, shrink: bool = True) -> float:
+        """Smallest geom-geom distance (mj_geomDistance), at most ``cap``; each pair is searched
+        up to the best distance so far, or (``shrink=False``, VLA-Arena's check_distance) up to
+        ``cap`` for every pair."""
         best = cap
         for g1 in np.flatnonzero(a):
             for g2 in np.flatnonzero(b):
                 if g1 != g2:
                     best = min(best, mujoco.mj_geomDistance(self.m, self.d, int(g1), int(g2),
-                                                            best, None))
+                                                            best if shrink else cap, None))
         return best
 
     def pos(self, name: str) -> np.ndarray:
@@ -341,13 +347,18 @@ def _arena_on(s: StateView, a, b) -> bool:
 
 
 def _within(s: StateView, a, b, d) -> bool:
-    """VLA-Arena's distance trigger, ``distance <= d`` (robosafe: ``< d``)."""
-    cap = float(d) + 1e-3  # the capped search must see distances just beyond d
-    return s.dist(a, b, cap) <= float(d)
+    """VLA-Arena's distance trigger, ``distance <= d`` (robosafe: ``< d``), every geom pair
+    searched up to its fixed distmax."""
+    for x, y in ((a, b), (b, a)):
+        region = s.regions.get(str(y))
+        if region is not None and str(y) not in s.masks:
+            return s.region_distance(str(x), region) <= float(d)
+    return s.distance(s.mask(a), s.mask(b), arena_rules()["distmax_m"], shrink=False) <= float(d)
 
 
 def _pads_within(s: StateView, obj, d, ids=None) -> bool:
-    return s.distance(s.pads, s.mask(obj, ids), float(d) + 1e-3) <= float(d)
+    return s.distance(s.pads, s.mask(obj, ids), arena_rules()["distmax_m"],
+                      shrink=False) <= float(d)
 
 
 def _arena_fall(s: StateView, obj) -> bool:

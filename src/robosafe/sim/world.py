@@ -482,6 +482,16 @@ class ArenaEnv(ManipulationEnv):
                 adr, art = self.articulation(str(p.args[0]))
                 on = name in ("open", "turnon", "toggledon")
                 self.sim.data.qpos[adr] = art.open if on else art.closed
+        given = self.init_state.joint_qpos if self.init_state is not None else {}
+        m = self.sim.model._model
+        for joint, q in given.items():  # the other simulator's sampled drawer / knob positions
+            try:
+                adr = int(m.joint(joint).qposadr[0])
+            except KeyError:  # a stand-in's joints are named after robosafe's keys
+                self.notes.add(f"init_state joint {joint} is not a joint of this world "
+                               "(a stand-in?): robosafe's own position kept")
+                continue
+            self.sim.data.qpos[adr] = float(q)
 
     # -- motion ----------------------------------------------------------------------------------
     def step(self, action):
