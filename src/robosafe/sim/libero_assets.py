@@ -337,15 +337,19 @@ def _geometry(source: str, key: str, roots: tuple[Path, ...]
     return (lo + hi) / 2, (hi - lo) / 2, sites
 
 
-@cache
 def source_frame(name: str, source: str = "libero") -> tuple[np.ndarray, np.ndarray]:
     """Where robosafe's root body of asset ``name`` (a row key of ``source``) sits in the frame
     of the root body the asset's own file defines: (position, w-x-y-z quaternion). A pose read
     from LIBERO's or VLA-Arena's env (their root body) composed with it is robosafe's pose of
     the same object: the two differ by the re-centring and the upright turn of
     :func:`_rewrite`."""
+    return _source_frame(name, source, _roots(source))
+
+
+@cache
+def _source_frame(name: str, source: str, roots: tuple[Path, ...]
+                  ) -> tuple[np.ndarray, np.ndarray]:
     row = _row(source, name)
-    roots = _roots(source)
     src = _find(row["xml"], roots) or roots[0] / row["xml"]
     try:
         top = ET.parse(src).getroot()
