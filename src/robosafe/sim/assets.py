@@ -636,10 +636,9 @@ class Asset(MujocoXMLObject):
     def __init__(self, cat: Category, name: str, *, rgba=None, fixed: bool | None = None,
                  source: str = "stand-in", real_key: str | None = None):
         fixed = cat.kind == "fixture" if fixed is None else bool(fixed)
-        # VLA-Arena's geom index -> collision geom, for part ids in its numbering (its tools)
-        index_geoms: dict[int, str] = {}
+        frames = None  # a real asset's file numbering and site frames (FileFrames)
         if source in ("libero", "vla-arena"):
-            cat, xml, out, index_geoms = _real(cat, fixed, source, real_key or cat.name)
+            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
         elif source == "stand-in":
             xml, out = _generate(cat, rgba, fixed)
         else:
@@ -677,7 +676,10 @@ class Asset(MujocoXMLObject):
                               for k, (j, lo, hi) in out.joints.items()}
         self.rgba_geoms = tuple(p + g for g in out.recolor)
         self.sensor_geoms = tuple(p + g for g in out.sensors)
-        self.index_geoms = {i: p + g for i, g in index_geoms.items()}
+        # VLA-Arena's geom index -> collision geom (part ids in its numbering: its tools), and
+        # box sites as the file turns and sizes them (VLA-Arena's region tests read those)
+        self.index_geoms = {i: p + g for i, g in frames.index_geoms.items()} if frames else {}
+        self.file_sites = {p + n: v for n, v in frames.sites.items()} if frames else {}
 
     @property
     def horizontal_radius(self) -> float:
@@ -687,18 +689,17 @@ class Asset(MujocoXMLObject):
         return np.array(self.category.half_extents)
 
 
-def _real(cat: Category, fixed: bool, source: str, key: str
-          ) -> tuple[Category, str, _Out, dict[int, str]]:
+def _real(cat: Category, fixed: bool, source: str, key: str) -> tuple[Category, str, _Out, Any]:
     """The real asset (row ``key`` of ``source``, see :mod:`robosafe.sim.libero_assets`) for
     ``cat``, with the stand-in's root sites it lacks scaled onto it."""
     from robosafe.sim.libero_assets import real_xml
 
     stand_in = _build(_registry()[0][cat.name])
-    xml, real, part_geoms, visual, sites, joints, index_geoms = real_xml(
+    xml, real, part_geoms, visual, sites, joints, frames = real_xml(
         cat, fixed, stand_in.sites, cat.half_extents, source, key)
     out = _Out(part_geoms=part_geoms, visual=visual, recolor=list(visual), sites=sites,
                joints=joints)
-    return real, xml, out, index_geoms
+    return real, xml, out, frames
 
 
 def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -37,7 +37,7 @@ import yaml
 
 from robosafe.errors import RobosafeError
 
-__all__ = ["SOURCES", "arena_root", "assets_root", "covered", "missing_file", "real_key",
+__all__ = ["SOURCES", "FileFrames", "arena_root", "assets_root", "covered", "missing_file", "real_key",
            "real_xml", "source_frame"]
 
 EXTRA = "libero-assets"
@@ -339,10 +339,11 @@ def _geometry(source: str, key: str, roots: tuple[Path, ...]
 
 def source_frame(name: str, source: str = "libero") -> tuple[np.ndarray, np.ndarray]:
     """Where robosafe's root body of asset ``name`` (a row key of ``source``) sits in the frame
-    of the root body the asset's own file defines: (position, w-x-y-z quaternion). A pose read
-    from LIBERO's or VLA-Arena's env (their root body) composed with it is robosafe's pose of
-    the same object: the two differ by the re-centring and the upright turn of
-    :func:`_rewrite`."""
+    of the body LIBERO's and VLA-Arena's envs move: the file's ``object`` body, which robosuite
+    gives the free joint (fixtures: whose pose it sets), so the pose its file writes for that
+    body is overridden at reset. (position, w-x-y-z quaternion): a pose read from their env
+    composed with it is robosafe's pose of the same object; the two differ by the re-centring
+    and the upright turn of :func:`_rewrite`."""
     return _source_frame(name, source, _roots(source))
 
 
@@ -357,19 +358,15 @@ def _source_frame(name: str, source: str, roots: tuple[Path, ...]
         raise RobosafeError(f"{src}: cannot read asset ({exc})") from None
     obj = top.find("worldbody/body/body[@name='object']")
     inner = np.array([float(v) for v in obj.get("pos", "0 0 0").split()])
-    q_file = _body_quat(obj, top.find("compiler"))
     q = _euler_quat(row.get("euler", (0, 0, 0)))
     centre = _geometry(source, name, roots)[0]
-    # LIBERO: object body at (inner, q_file) in the root; robosafe: at (q inner - centre, q).
-    # The same object body in the world: robosafe's root = LIBERO's root * (file * robosafe^-1)
+    # their object body holds the geoms at g; robosafe's root holds them at (q inner - centre)
+    # + q g (_rewrite). The same geoms in the world: robosafe's root = theirs * (q^-1 centre -
+    # inner, q^-1)
     q_inv = np.array([q[0], -q[1], -q[2], -q[3]])
     back = np.empty(3)
     mujoco.mju_rotVecQuat(back, centre, q_inv)  # q^-1 centre
-    pos = np.empty(3)
-    mujoco.mju_rotVecQuat(pos, inner - back, q_file)
-    quat = np.empty(4)
-    mujoco.mju_mulQuat(quat, q_file, q_inv)
-    return inner - pos, quat
+    return back - inner, q_inv
 
 
 def _body_quat(body: ET.Element, compiler: ET.Element | None) -> np.ndarray:
@@ -388,11 +385,22 @@ def _body_quat(body: ET.Element, compiler: ET.Element | None) -> np.ndarray:
     return q / np.linalg.norm(q)
 
 
+@dataclass(frozen=True)
+class FileFrames:
+    """What a real asset keeps of its file's own numbering and frames, for reading the state
+    as VLA-Arena does: ``index_geoms`` (its geom index -> collision geom, for part ids in its
+    numbering) and ``sites`` (box site -> (rotation relative to the site's body, half sizes)
+    as the file has them; robosafe's copies are turned axis-aligned for placement)."""
+
+    index_geoms: dict[int, str] = field(default_factory=dict)
+    sites: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
 def real_xml(cat, fixed: bool, stand_in_sites: dict[str, tuple], stand_in_half,
              source: str = "libero", key: str | None = None):
     """(xml, upright Category with the real half extents, part geoms, visual geoms, site names,
-    joints {key: (joint, closed, open)}, {VLA-Arena geom index: collision geom}) for the row
-    ``key`` (default: the category's name) of ``source``."""
+    joints {key: (joint, closed, open)}, FileFrames) for the row ``key`` (default: the
+    category's name) of ``source``."""
     key = key or cat.name
     row = _row(source, key)
     roots = _roots(source)
@@ -415,7 +423,10 @@ def real_xml(cat, fixed: bool, stand_in_sites: dict[str, tuple], stand_in_half,
     sites_out = [s for s in sites if s not in ("bottom_site", "top_site",
                                                 "horizontal_radius_site")]
     real_cat = replace(cat, half_extents=tuple(float(v) for v in half))
-    return xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints, index_geoms
+    frames = FileFrames(index_geoms, {n: (body_rot.T @ rot, size)
+                                      for n, (_, rot, size, stype, body_rot) in sites.items()
+                                      if stype == mujoco.mjtGeom.mjGEOM_BOX})
+    return xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints, frames
 
 
 def _scaled_size(stype: str, size, scale) -> tuple[float, ...]:

@@ -340,14 +340,17 @@ class ArenaEnv(ManipulationEnv):
         asset = self.assets[name]
         hx, hy, hz = asset.category.half_extents
         mo = self.moving.get(name)
-        if mo is not None and mo.motion_type == "waypoint":
-            pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
-            self._set_pose(name, pos, quat)
-            return pos, quat
         given = self.init_state.poses.get(name) if self.init_state is not None else None
         if given is not None and asset.source_frame is not None:
-            pos, quat = self._source_pose(given, asset.source_frame)
+            # exactly where the other simulator has it (a waypoint mover too: VLA-Arena samples
+            # its start like any object's and moves it onto its path at the first step)
+            pos, quat = self._from_source(name, given.pos, given.quat)
             self.exact_start.add(name)
+            self._set_pose(name, pos, quat)
+            return pos, quat
+        if mo is not None and mo.motion_type == "waypoint":
+            pos, quat = self._from_source(name, *pose_at(mo, 0.0, np.zeros(3),
+                                                         np.array([1.0, 0, 0, 0])))
             self._set_pose(name, pos, quat)
             return pos, quat
         if ref is not None and ref in self.assets:
@@ -410,17 +413,20 @@ class ArenaEnv(ManipulationEnv):
         self._set_pose(name, pos, quat)
         return pos, quat
 
-    @staticmethod
-    def _source_pose(given, frame) -> tuple[np.ndarray, np.ndarray]:
-        """robosafe's pose of a LIBERO asset whose root body the other simulator has at
-        ``given``: that pose composed with the asset's ``source_frame``."""
+    def _from_source(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
+        """robosafe's pose of body ``name`` when the root body of its asset file is at (pos,
+        quat) (a pose from VLA-Arena's env, a waypoint its files give for that origin): the
+        pose composed with the real asset's ``source_frame``; a stand-in's pose as given."""
+        frame = self.assets[name].source_frame
+        if frame is None:
+            return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
         off, q_off = frame
-        q_given = np.asarray(given.quat, dtype=float)
-        pos = np.empty(3)
-        mujoco.mju_rotVecQuat(pos, np.asarray(off, dtype=float), q_given)
-        quat = np.empty(4)
-        mujoco.mju_mulQuat(quat, q_given, np.asarray(q_off, dtype=float))
-        return np.asarray(given.pos, dtype=float) + pos, quat
+        q_given = np.asarray(quat, dtype=float)
+        shift = np.empty(3)
+        mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_given)
+        out = np.empty(4)
+        mujoco.mju_mulQuat(out, q_given, np.asarray(q_off, dtype=float))
+        return np.asarray(pos, dtype=float) + shift, out
 
     def _out_of_carcass(self, region: Region, rects: np.ndarray) -> np.ndarray:
         """An open drawer's region cut to the part pulled out of the carcass (in front of it,
@@ -520,6 +526,8 @@ class ArenaEnv(ManipulationEnv):
                 continue
             p0, q0 = self.start_pose[name]
             pos, quat = pose_at(mo, t, p0, q0, floor_z=None)
+            if mo.motion_type == "waypoint":  # waypoints place the file's origin
+                pos, quat = self._from_source(name, pos, quat)
             self.sim.data.mocap_pos[self.mocap_id[name]] = pos
             self.sim.data.mocap_quat[self.mocap_id[name]] = quat
 
