@@ -287,12 +287,12 @@ class StateView:
                 return self.on_region(str(x), region)
         return self.in_contact(self.mask(a), self.mask(b))
 
-    def dist(self, a, b, cap: float) -> float:
+    def dist(self, a, b, cap: float, shrink: bool = True) -> float:
         for x, y in ((a, b), (b, a)):
             region = self.regions.get(str(y))
             if region is not None and str(y) not in self.masks:
                 return self.region_distance(str(x), region)
-        return self.distance(self.mask(a), self.mask(b), cap)
+        return self.distance(self.mask(a), self.mask(b), cap, shrink)
 
     def atom(self, p: Pred) -> bool:
         """Truth of one predicate application in the current state."""
@@ -450,11 +450,7 @@ def _arena_on(s: StateView, a, b) -> bool:
 def _within(s: StateView, a, b, d) -> bool:
     """VLA-Arena's distance trigger, ``distance <= d`` (robosafe: ``< d``), every geom pair
     searched up to its fixed distmax."""
-    for x, y in ((a, b), (b, a)):
-        region = s.regions.get(str(y))
-        if region is not None and str(y) not in s.masks:
-            return s.region_distance(str(x), region) <= float(d)
-    return s.distance(s.mask(a), s.mask(b), arena_rules()["distmax_m"], shrink=False) <= float(d)
+    return s.dist(a, b, arena_rules()["distmax_m"], shrink=False) <= float(d)
 
 
 def _pads_within(s: StateView, obj, d, ids=None) -> bool:

@@ -340,17 +340,16 @@ class ArenaEnv(ManipulationEnv):
         asset = self.assets[name]
         hx, hy, hz = asset.category.half_extents
         mo = self.moving.get(name)
-        given = self.init_state.poses.get(name) if self.init_state is not None else None
-        if given is not None and asset.source_frame is not None:
-            # exactly where the other simulator has it (a waypoint mover too: VLA-Arena samples
-            # its start like any object's and moves it onto its path at the first step)
-            pos, quat = self._from_source(name, given.pos, given.quat)
-            self.exact_start.add(name)
+        if mo is not None and mo.motion_type == "waypoint":
+            # robosafe's waypoint movers put their box centre on the path (VLA-Arena welds the
+            # file's body to a mocap target there; not reproduced, docs/decisions.md)
+            pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
             self._set_pose(name, pos, quat)
             return pos, quat
-        if mo is not None and mo.motion_type == "waypoint":
-            pos, quat = self._from_source(name, *pose_at(mo, 0.0, np.zeros(3),
-                                                         np.array([1.0, 0, 0, 0])))
+        given = self.init_state.poses.get(name) if self.init_state is not None else None
+        if given is not None and asset.source_frame is not None:
+            pos, quat = self._from_source(name, given.pos, given.quat)
+            self.exact_start.add(name)
             self._set_pose(name, pos, quat)
             return pos, quat
         if ref is not None and ref in self.assets:
@@ -414,9 +413,9 @@ class ArenaEnv(ManipulationEnv):
         return pos, quat
 
     def _from_source(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
-        """robosafe's pose of body ``name`` when the root body of its asset file is at (pos,
-        quat) (a pose from VLA-Arena's env, a waypoint its files give for that origin): the
-        pose composed with the real asset's ``source_frame``; a stand-in's pose as given."""
+        """robosafe's pose of body ``name`` when the body its asset file moves is at (pos, quat)
+        (a pose from VLA-Arena's env): the pose composed with the real asset's ``source_frame``;
+        a stand-in's pose as given."""
         frame = self.assets[name].source_frame
         if frame is None:
             return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
@@ -526,8 +525,6 @@ class ArenaEnv(ManipulationEnv):
                 continue
             p0, q0 = self.start_pose[name]
             pos, quat = pose_at(mo, t, p0, q0, floor_z=None)
-            if mo.motion_type == "waypoint":  # waypoints place the file's origin
-                pos, quat = self._from_source(name, pos, quat)
             self.sim.data.mocap_pos[self.mocap_id[name]] = pos
             self.sim.data.mocap_quat[self.mocap_id[name]] = quat
 
