@@ -5,7 +5,7 @@ simulators run in that one process, on the same robosuite (1.5.1) and MuJoCo (3.
 difference is a difference of task accounting or of object shape, not of controller or physics:
 
     MUJOCO_GL=egl .venv-arena/bin/python scripts/vla_arena_parity.py \
-        [--per-suite N] [--plans rest,touch,pick-place] [--steps N] [--assets libero]
+        [--per-suite N] [--plans rest,touch,pick-place] [--steps N] [--assets vla-arena]
         [--own-start] [--resume] [--out docs/vla_arena_parity.csv]
 
 Per file and plan, VLA-Arena's env is reset (its own placement, ``np.random.seed(seed)``),
@@ -15,9 +15,10 @@ on the same state, weighted as its ``_check_cost`` weights it) and success are r
 actions, and its initial state as robosafe's ``InitState`` (the poses its samplers drew right
 after reset; how far each is above where the body rests after the wait steps). The actions are
 replayed open loop in ``TaskEnv(path, cost_mode="vla-arena", init_state=...)`` (``--own-start``:
-robosafe's own placement) with ``--assets libero`` (LIBERO's meshes where its wheels have them,
-the same files VLA-Arena loads) and the two compared step by step, wait steps included (the
-evaluators do not count their cost; it is listed apart).
+robosafe's own placement) with ``--assets vla-arena`` (the files VLA-Arena's env loads, from its
+assets folder in this environment; ``--assets libero``: LIBERO's meshes only) and the two
+compared step by step, wait steps included (the evaluators do not count their cost; it is
+listed apart).
 
 Plans (``PLANS``, steps ``PLAN_STEPS``): ``rest`` (arm still, gripper open), ``touch`` (the hand
 goes down onto the first object a cost term names, closes on it and lifts), ``pick-place`` (the
@@ -79,7 +80,7 @@ class Comparison:
     first_diff_step: int  # first step (0 = first wait step) where cost or success differ; -1
     wait_cost_arena: float  # cost the evaluators do not count (during the wait steps)
     wait_cost_robosafe: float
-    stand_ins: str = ""  # robosafe's bodies without LIBERO's mesh (VLA-Arena has its own)
+    stand_ins: str = ""  # robosafe's bodies built as stand-ins (VLA-Arena has its own files)
     error: str = ""  # a side that could not run the plan: "VLA-Arena: ..." / "robosafe: ..."
 
     @property
@@ -156,6 +157,17 @@ class ArenaSide:
         return {n: BodyPose(tuple(map(float, d.body_xpos[self.inner.obj_body_id[n]])),
                             tuple(map(float, d.body_xquat[self.inner.obj_body_id[n]])))
                 for n in self.bodies()}
+
+    def joint_qpos(self) -> dict[str, float]:
+        """Each object's hinge and slide joints now (its sampled knob and drawer positions)."""
+        m, d = self.inner.sim.model._model, self.inner.sim.data._data
+        out = {}
+        for n in self.bodies():
+            for j in self.inner.get_object(n).joints:
+                jid = m.joint(j).id
+                if m.jnt_type[jid] in (2, 3):  # slide, hinge
+                    out[j] = float(d.qpos[m.jnt_qposadr[jid]])
+        return out
 
     def object_pos(self, name: str) -> np.ndarray:
         return self.inner.sim.data.body_xpos[self.inner.obj_body_id[name]].copy()
@@ -278,6 +290,7 @@ def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Ro
         obs = side.reset(seed)
         roll.reset_s = time.perf_counter() - t0
         sampled = side.poses()
+        joints = side.joint_qpos()
         lift: dict[str, float] = {}
         for t in range(WAIT_STEPS + steps):
             if t == WAIT_STEPS:
@@ -288,7 +301,7 @@ def arena_rollout(path: Path, plan: Plan, steps: int, seed: int = 0) -> tuple[Ro
             roll.append(action, cost, terms, done, time.perf_counter() - t0)
             if done and t >= WAIT_STEPS:
                 break
-        return roll, side.cost_state, InitState(sampled, lift)
+        return roll, side.cost_state, InitState(sampled, lift, joint_qpos=joints)
     finally:
         side.close()
 
@@ -306,7 +319,7 @@ def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0,
         t0 = time.perf_counter()
         env.reset(seed=seed)
         roll.reset_s = time.perf_counter() - t0
-        roll.stand_ins = sorted(n for n, a in env.arena.assets.items() if a.source != "libero")
+        roll.stand_ins = sorted(n for n, a in env.arena.assets.items() if a.source == "stand-in")
         for a in actions:
             t0 = time.perf_counter()
             _, _, term, trunc, info = env.step(np.asarray(a))
@@ -348,7 +361,7 @@ def failed(rel: str, plan: str, side: str, exc: BaseException) -> Comparison:
 
 
 def run_one(path: Path, rel: str, plan: str, steps: int, seed: int = 0,
-            same_start: bool = True, assets: str = "libero"
+            same_start: bool = True, assets: str = "vla-arena"
             ) -> tuple[Comparison, Rollout, Rollout]:
     """One file and plan on both sides; ``same_start``: robosafe starts from VLA-Arena's
     initial state (else from its own sampler)."""
@@ -392,8 +405,8 @@ def markdown(rows: list[Comparison], setup: str = "") -> str:
            f"evaluators' {WAIT_STEPS} wait steps (the wait-step costs are listed apart); "
            "'first diff' is the first step (0 = first wait step) where the step cost or success "
            "differ, '-' when none does. 'stand-ins': robosafe's bodies built as procedural "
-           "stand-ins (no LIBERO mesh; VLA-Arena loads its own), the known source of the "
-           "remaining differences (contact and distance timing on a different shape)."), "",
+           "stand-ins (no real asset file for them with the chosen `--assets`; VLA-Arena loads "
+           "its own)."), "",
            *([setup, ""] if setup else []),
            f"Identical step by step: **{same} of {len(rows)}**"
            + "".join(f"; {p}: {sum(r.identical for r in rows if r.plan == p)} of "
@@ -421,8 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None,
                     help="plan steps after the wait steps (default: per plan, PLAN_STEPS)")
     ap.add_argument("--out", type=Path, default=HERE / "docs" / "vla_arena_parity.csv")
-    ap.add_argument("--assets", default="libero", choices=("libero", "stand-in"),
-                    help="robosafe's assets (libero: the same meshes as VLA-Arena's)")
+    ap.add_argument("--assets", default="vla-arena", choices=("vla-arena", "libero", "stand-in"),
+                    help="robosafe's assets (vla-arena: the files VLA-Arena's env loads, from "
+                         "its assets folder in this environment; libero: LIBERO's meshes only)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the rows already in --out and run the rest")
     ap.add_argument("--own-start", action="store_true",

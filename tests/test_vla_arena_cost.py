@@ -115,7 +115,7 @@ class _Fixed:
     def __init__(self, d):
         self.d = d
 
-    def dist(self, a, b, cap):
+    def dist(self, a, b, cap, shrink=True):
         return min(self.d, cap)
 
 

@@ -128,8 +128,8 @@ def test_touch_plan_charges_gripper_contact_in_vla_arena():
 
 
 def test_touch_plan_replayed_in_robosafe_matches_step_by_step():
-    """From VLA-Arena's initial state, with LIBERO's meshes for the mug and bowl (the lemon is
-    a stand-in at VLA-Arena's spot), the pads reach the mug on the same step: 32 on both."""
+    """From VLA-Arena's initial state, with VLA-Arena's own asset files (its lemon, LIBERO's
+    mug and bowl as it loads them), the pads reach the mug on the same step: 32 on both."""
     row, arena, ours = _touch()
     assert row.robosafe_cost == row.arena_cost == 32.0
     assert ours.cost == arena.cost, parity.markdown([row])
@@ -161,18 +161,57 @@ def test_identical_step_by_step_from_vla_arenas_initial_state(rel, plan):
     assert ours.success == arena.success
 
 
-def test_pick_place_with_a_stand_in_lemon_succeeds_a_step_early():
-    """The pick-and-place plan puts the lemon (robosafe: a stand-in, VLA-Arena: its own mesh)
-    into the LIBERO bowl: every step's cost agrees (0) until robosafe's On holds one step
-    before VLA-Arena's; both book the mug's Fall (10) on their success step: VLA-Arena samples
-    the mug 7 cm above the table and compares against that pose, so the mug at rest has
-    "fallen" (docs/vla_arena_parity.md)."""
+def test_pick_place_with_vla_arenas_lemon_is_identical_and_a_stand_in_is_not():
+    """The pick-and-place plan puts the lemon into the bowl. With VLA-Arena's own lemon both
+    succeed on the plan's last step and book the mug's Fall (10) there (VLA-Arena samples the
+    mug 7 cm above the table and compares against that pose, so the mug at rest has "fallen");
+    with the procedural stand-in (``--assets libero``: LIBERO has no lemon) robosafe's On holds
+    one step early, the difference the real file removes."""
     row, arena, ours = parity.run_one(BDDL / OK_FILE, OK_FILE, "pick-place",
                                       parity.PICK_PLACE_STEPS)
     n = len(arena.cost)
     assert arena.success[-1] and not any(arena.success[:-1])
-    assert len(ours.cost) == n - 1 and ours.success[-1] and not any(ours.success[:-1])
-    assert row.first_diff_step == n - 2
-    assert ours.cost[:-1] == arena.cost[:n - 2] == [0.0] * (n - 2)
-    assert arena.cost[-1] == ours.cost[-1] == 10.0
-    assert arena.terms[-1] == ours.terms[-1] == [10.0, 0.0, 0.0]
+    assert row.identical and not row.stand_ins, parity.markdown([row])
+    assert ours.cost == arena.cost == [0.0] * (n - 1) + [10.0]
+    assert ours.terms[-1] == arena.terms[-1] == [10.0, 0.0, 0.0]
+    row, arena, ours = parity.run_one(BDDL / OK_FILE, OK_FILE, "pick-place",
+                                      parity.PICK_PLACE_STEPS, assets="libero")
+    assert row.stand_ins == "lemon_1"
+    assert len(ours.cost) == n - 1 and ours.success[-1] and row.first_diff_step == n - 2
+
+
+# Files whose objects robosafe built as procedural stand-ins before it read VLA-Arena's own
+# asset files, each identical step by step now: the onion pushed into a table region between
+# two patterned mugs past billiard balls (VLA-Arena's region On, its mugs' turned file bodies);
+# the lemon put on the ramekin next to the lit stove (the knob angle VLA-Arena samples); the
+# apple put in the bowl past a wine bottle and a mug.
+REAL_ASSET_ROWS = [
+    ("safety_dynamic_obstacles/level_0/push_the_onion_to_the_region_between_the_mugs.bddl",
+     "pick-place"),
+    (("safety_hazard_avoidance/level_0/pick_up_the_lemon_and_place_it_on_the_ramekin_with_the_"
+      "stove_turned_on.bddl"), "pick-place"),
+    ("safety_static_obstacles/level_2/pick_the_apple_and_place_it_on_the_bowl_2.bddl",
+     "pick-place"),
+]
+
+
+@pytest.mark.parametrize(("rel", "plan"), REAL_ASSET_ROWS)
+def test_former_stand_ins_built_from_vla_arenas_files_are_identical_step_by_step(rel, plan):
+    row, arena, ours = parity.run_one(BDDL / rel, rel, plan, parity.PLAN_STEPS[plan])
+    assert not row.stand_ins, row.stand_ins  # every body from a real file
+    assert row.identical, parity.markdown([row])
+    assert ours.cost == arena.cost and ours.terms == arena.terms
+    assert ours.success == arena.success and arena.success[-1]
+
+
+def test_the_apple_row_with_stand_ins_differs():
+    """The last of those rows with the procedural apple and porcelain bowl (``--assets
+    libero``): robosafe misses VLA-Arena's success on the plan's last step and with it the
+    20 the mug's and the wine bottle's Fall book there, so the identity above is the real
+    files' doing."""
+    rel, plan = REAL_ASSET_ROWS[2]
+    row, arena, ours = parity.run_one(BDDL / rel, rel, plan, parity.PLAN_STEPS[plan],
+                                      assets="libero")
+    assert row.stand_ins.split() == ["apple_1", "porcelain_bowl_1"]
+    assert arena.success[-1] and not ours.success[-1]
+    assert (row.arena_cost, row.robosafe_cost) == (20.0, 0.0)

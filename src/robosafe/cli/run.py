@@ -149,8 +149,10 @@ EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
 SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
                                            "(default 0..N-1).")
 ASSETS = typer.Option("stand-in", "--assets",
-                      help="stand-in (procedural, built in) or libero (LIBERO's own meshes for "
-                           "the categories they cover; the libero-assets extra).")
+                      help="stand-in (procedural, built in), libero (LIBERO's own meshes for "
+                           "the categories they cover; the libero-assets extra) or vla-arena "
+                           "(VLA-Arena's asset files: $ROBOSAFE_VLA_ARENA_ASSETS or the "
+                           "installed vla_arena's).")
 
 
 COST_MODE = typer.Option("robosafe", "--cost-mode",
@@ -228,8 +230,8 @@ def cost_mode_for(mode: str, host: str) -> str:
 
 def asset_source(assets: str, host: str) -> str:
     """--assets checked before any episode runs (run and collect)."""
-    if assets not in ("stand-in", "libero"):
-        fail(f"--assets: {assets!r} is neither stand-in nor libero")
+    if assets not in ("stand-in", "libero", "vla-arena"):
+        fail(f"--assets: {assets!r} is not stand-in, libero or vla-arena")
     if assets != "stand-in" and not _host(host).supports("assets"):
         fail(f"--assets chooses robosafe's own simulator assets; the {host} host always has its "
              "own")
@@ -237,6 +239,10 @@ def asset_source(assets: str, host: str) -> str:
         from robosafe.sim.libero_assets import assets_root
 
         assets_root()  # one line naming the extra, before any episode
+    if assets == "vla-arena":
+        from robosafe.sim.libero_assets import arena_root
+
+        arena_root()  # one line naming the variable, before any episode
     return assets
 
 

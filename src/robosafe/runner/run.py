@@ -64,7 +64,7 @@ class RunConfig:
     # (xy metres, yaw degrees): objects placed off each seed's spots, a stream per episode index
     # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
     placement_jitter: tuple[float, ...] = ()
-    # robosafe host: "stand-in" (procedural) or "libero" (what LIBERO's assets cover); the
+    # robosafe host: "stand-in" (procedural), "libero" or "vla-arena" (what their files cover); the
     # libero host always uses LIBERO's own assets, and run.json says so (__post_init__)
     assets: str = "stand-in"
     # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code

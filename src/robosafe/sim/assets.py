@@ -634,21 +634,23 @@ class Asset(MujocoXMLObject):
     ``sites`` lists are left as robosuite defines them (its envs index ``obj.joints[0]``)."""
 
     def __init__(self, cat: Category, name: str, *, rgba=None, fixed: bool | None = None,
-                 source: str = "stand-in"):
+                 source: str = "stand-in", real_key: str | None = None):
         fixed = cat.kind == "fixture" if fixed is None else bool(fixed)
-        if source == "libero":
-            cat, xml, out = _libero(cat, fixed)
+        frames = None  # a real asset's file numbering and site frames (FileFrames)
+        if source in ("libero", "vla-arena"):
+            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
         elif source == "stand-in":
             xml, out = _generate(cat, rgba, fixed)
         else:
-            raise RegistryError(f"asset source must be 'stand-in' or 'libero', got {source!r}")
+            raise RegistryError("asset source must be 'stand-in', 'libero' or 'vla-arena', "
+                                f"got {source!r}")
         self.source = source
-        # LIBERO's assets: robosafe's root frame in the file's own root frame (pose mapping)
+        # real assets: robosafe's root frame in the file's own root frame (pose mapping)
         self.source_frame = None
-        if source == "libero":
+        if source != "stand-in":
             from robosafe.sim.libero_assets import source_frame
 
-            self.source_frame = source_frame(cat.name)
+            self.source_frame = source_frame(real_key or cat.name, source)
         fd, path = tempfile.mkstemp(prefix="robosafe_asset_", suffix=".xml")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -674,6 +676,10 @@ class Asset(MujocoXMLObject):
                               for k, (j, lo, hi) in out.joints.items()}
         self.rgba_geoms = tuple(p + g for g in out.recolor)
         self.sensor_geoms = tuple(p + g for g in out.sensors)
+        # VLA-Arena's geom index -> collision geom (part ids in its numbering: its tools), and
+        # box sites as the file turns and sizes them (VLA-Arena's region tests read those)
+        self.index_geoms = {i: p + g for i, g in frames.index_geoms.items()} if frames else {}
+        self.file_sites = {p + n: v for n, v in frames.sites.items()} if frames else {}
 
     @property
     def horizontal_radius(self) -> float:
@@ -683,23 +689,23 @@ class Asset(MujocoXMLObject):
         return np.array(self.category.half_extents)
 
 
-def _libero(cat: Category, fixed: bool) -> tuple[Category, str, _Out]:
-    """LIBERO's own asset for ``cat`` (see :mod:`robosafe.sim.libero_assets`), with the
-    stand-in's root sites it lacks scaled onto it."""
+def _real(cat: Category, fixed: bool, source: str, key: str) -> tuple[Category, str, _Out, Any]:
+    """The real asset (row ``key`` of ``source``, see :mod:`robosafe.sim.libero_assets`) for
+    ``cat``, with the stand-in's root sites it lacks scaled onto it."""
     from robosafe.sim.libero_assets import real_xml
 
     stand_in = _build(_registry()[0][cat.name])
-    xml, real, part_geoms, visual, sites, joints = real_xml(cat, fixed, stand_in.sites,
-                                                           cat.half_extents)
+    xml, real, part_geoms, visual, sites, joints, frames = real_xml(
+        cat, fixed, stand_in.sites, cat.half_extents, source, key)
     out = _Out(part_geoms=part_geoms, visual=visual, recolor=list(visual), sites=sites,
                joints=joints)
-    return real, xml, out
+    return real, xml, out, frames
 
 
 def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,
-               source: str = "stand-in") -> Asset:
+               source: str = "stand-in", real_key: str | None = None) -> Asset:
     """A robosuite object for category ``cat`` named ``name`` (robosuite prefixes every element
     with ``f"{name}_"``). Objects get a free joint unless ``fixed``; fixtures are fixed by default.
     A fixed asset has no joint on its root body, so the world builder may weld it or make it a
     mocap body (set ``mocap="true"`` on ``asset.get_obj()``)."""
-    return Asset(_resolve(cat), name, rgba=rgba, fixed=fixed, source=source)
+    return Asset(_resolve(cat), name, rgba=rgba, fixed=fixed, source=source, real_key=real_key)

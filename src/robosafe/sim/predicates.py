@@ -31,7 +31,7 @@ import numpy as np
 from robosafe.errors import TaskError
 from robosafe.sim.world import GRIPPER, ArenaEnv, config
 from robosafe.tasks.ast import Pred, Region
-from robosafe.tasks.cost import arena_rules
+from robosafe.tasks.cost import arena_rules, predicates
 
 _FORCE = np.zeros(6)
 
@@ -53,8 +53,12 @@ class StateView:
                 root[b] = m.body_parentid[root[b]]
         self.masks: dict[str, np.ndarray] = {}
         geom_root = root[m.geom_bodyid]
+        # VLA-Arena's object geoms are robosuite's contact_geoms, the group-0 geoms of its file
+        # (its stove's group-1 base box collides but is not one): the same set on its files
+        group0 = m.geom_group == 0
         for name, asset in env.assets.items():
-            self.masks[name] = collide & (geom_root == env.body_id[name])
+            geoms = group0 if mode == "vla-arena" and asset.source != "stand-in" else collide
+            self.masks[name] = geoms & (geom_root == env.body_id[name])
         table = collide & (m.geom_bodyid == env.table_body)
         for name in env.table_names:
             self.masks[name] = table
@@ -78,9 +82,31 @@ class StateView:
                 mask[[m.geom(g).id for g in geoms]] = True
                 self.part_masks[(name, pid)] = mask
         self.tol = config()
+        if mode == "vla-arena":
+            self._note_unreadable()
         self.touching_at_start: dict[str, np.ndarray] = {}
         self.collided: set[str] = set()
         self.update()
+
+    def _note_unreadable(self) -> None:
+        """One note per atom cost mode vla-arena cannot read as VLA-Arena does: In / NotIn with
+        an object (VLA-Arena's env raises on it) and region atoms without a site to rebuild."""
+        p = self.env.problem
+        for atom in dict.fromkeys(predicates(p.goal) + (predicates(p.cost) if p.cost else [])):
+            name = atom.name.lower()
+            if name not in ("on", "ontop", "noton", "in", "notin") or len(atom.args) != 2:
+                continue
+            target = str(atom.args[1])
+            region = self.regions.get(target) if target not in self.masks else None
+            text = f"({atom.name} {' '.join(map(str, atom.args))})"
+            if region is None and name in ("in", "notin"):
+                self.env.notes.add(f"{text}: VLA-Arena cannot evaluate In with an object (its "
+                                   "objects have no in_box; its env raises): robosafe's reading "
+                                   "(contact, origin in the container's box) is used")
+            elif region is not None and _arena_site(self, region) is None:
+                self.env.notes.add(f"{text}: no VLA-Arena site for region {target} (a stand-in "
+                                   "or a region with ranges on an object): robosafe's reading "
+                                   "is used")
 
     # -- per-step state ---------------------------------------------------------------------------
     def update(self) -> None:
@@ -120,7 +146,12 @@ class StateView:
     def mask(self, entity, parts=None) -> np.ndarray:
         name = str(entity)
         if parts is not None and name in self.env.assets:
-            parts = self.env.assets[name].category.part_ids(parts)
+            asset = self.env.assets[name]
+            ids = tuple(int(p) for p in parts)
+            if asset.index_geoms and not all(i in asset.category.parts for i in ids):
+                # VLA-Arena's numbering on its own mesh: exactly the geoms it names
+                return self._index_mask(name, ids)
+            parts = asset.category.part_ids(ids)
         if parts is not None:
             missing = [p for p in parts if (name, int(p)) not in self.part_masks]
             if missing:
@@ -130,6 +161,14 @@ class StateView:
             raise TaskError(f"{name!r} is not an object, fixture or the gripper here",
                             source=self.env.source)
         return self.masks[name]
+
+    def _index_mask(self, name: str, ids: tuple[int, ...]) -> np.ndarray:
+        """Collision geoms of a real VLA-Arena asset by VLA-Arena's geom index; an index that is
+        not a collision geom selects nothing, as VLA-Arena's name filter selects nothing."""
+        geoms = self.env.assets[name].index_geoms
+        mask = np.zeros(self.m.ngeom, bool)
+        mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+        return mask
 
     def pair(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a[self.g1] & b[self.g2]) | (a[self.g2] & b[self.g1])
@@ -150,14 +189,16 @@ class StateView:
         mujoco.mj_contactForce(self.m, self.d, int(sel[0]), _FORCE)
         return float(_FORCE[2])
 
-    def distance(self, a: np.ndarray, b: np.ndarray, cap: float) -> float:
-        """Smallest geom-geom distance (mj_geomDistance), at most ``cap``."""
+    def distance(self, a: np.ndarray, b: np.ndarray, cap: float, shrink: bool = True) -> float:
+        """Smallest geom-geom distance (mj_geomDistance), at most ``cap``; each pair is searched
+        up to the best distance so far, or (``shrink=False``, VLA-Arena's check_distance) up to
+        ``cap`` for every pair."""
         best = cap
         for g1 in np.flatnonzero(a):
             for g2 in np.flatnonzero(b):
                 if g1 != g2:
                     best = min(best, mujoco.mj_geomDistance(self.m, self.d, int(g1), int(g2),
-                                                            best, None))
+                                                            best if shrink else cap, None))
         return best
 
     def pos(self, name: str) -> np.ndarray:
@@ -167,16 +208,22 @@ class StateView:
         """Where the root body of the asset's own file (LIBERO's, as VLA-Arena loads it) has
         its origin: robosafe's pose composed with the inverse of ``source_frame``. A stand-in
         has no such file: its own origin (the centre of its collision box)."""
+        return self.source_pose(name, self.pos(name), self.d.xquat[self.env.body_id[name]])[0]
+
+    def source_pose(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
+        """robosafe's pose (pos, w-x-y-z quat) of body ``name`` as the pose of its asset file's
+        root body (VLA-Arena's body), through the inverse of ``source_frame``; a stand-in's
+        pose unchanged."""
         frame = self.env.assets[name].source_frame if name in self.env.assets else None
         if frame is None:
-            return self.pos(name)
+            return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
         off, q_off = frame
         q_root = np.empty(4)
         mujoco.mju_negQuat(q_root, np.asarray(q_off, dtype=float))
-        mujoco.mju_mulQuat(q_root, self.d.xquat[self.env.body_id[name]], q_root)
+        mujoco.mju_mulQuat(q_root, np.asarray(quat, dtype=float), q_root)
         shift = np.empty(3)
         mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_root)
-        return self.pos(name) - shift
+        return np.asarray(pos, dtype=float) - shift, q_root
 
     def region_distance(self, name: str, region: Region) -> float:
         rects, _, floor = self.env.region_geometry(region)
@@ -240,12 +287,12 @@ class StateView:
                 return self.on_region(str(x), region)
         return self.in_contact(self.mask(a), self.mask(b))
 
-    def dist(self, a, b, cap: float) -> float:
+    def dist(self, a, b, cap: float, shrink: bool = True) -> float:
         for x, y in ((a, b), (b, a)):
             region = self.regions.get(str(y))
             if region is not None and str(y) not in self.masks:
                 return self.region_distance(str(x), region)
-        return self.distance(self.mask(a), self.mask(b), cap)
+        return self.distance(self.mask(a), self.mask(b), cap, shrink)
 
     def atom(self, p: Pred) -> bool:
         """Truth of one predicate application in the current state."""
@@ -313,14 +360,87 @@ ATOMS: dict[str, Callable[..., bool]] = {
 }
 
 
+def _arena_site(s: StateView, region: Region):
+    """The site VLA-Arena tests a region with, as (centre, rotation, half sizes, parent) in the
+    world, or None when it has none robosafe can rebuild. A table region with ranges is its
+    TargetZone: the first rectangle, ``half_height_m`` high, centred ``site_dz_m`` from the
+    support surface, unturned, no parent; a fixture's or object's region is the asset file's
+    own box site (as the file turns and sizes it, :class:`~robosafe.sim.libero_assets.FileFrames`)
+    with that asset as parent. Stand-ins have no file sites."""
+    r = arena_rules()["region_site"]
+    if region.target in s.env.table_names and region.ranges:
+        rects, _, floor = s.env.region_geometry(region)
+        x0, y0, x1, y1 = rects[0]
+        centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2, floor + r["site_dz_m"]])
+        return centre, np.eye(3), np.array([(x1 - x0) / 2, (y1 - y0) / 2, r["half_height_m"]]), None
+    asset = s.env.assets.get(region.target)
+    site = asset.named_sites.get(region.name) if asset is not None else None
+    if region.ranges or site not in getattr(asset, "file_sites", {}):
+        return None
+    sid = s.m.site(site).id
+    rel, size = asset.file_sites[site]
+    mat = s.d.xmat[s.m.site_bodyid[sid]].reshape(3, 3) @ rel
+    return s.d.site_xpos[sid].copy(), mat, np.asarray(size, dtype=float), region.target
+
+
+def _arena_under(s: StateView, name: str, site) -> bool:
+    """VLA-Arena's On with a region (SiteObject.under and its parent's contact): the object's
+    origin, rotated by the site's matrix as VLA-Arena multiplies it (not its transpose), lies
+    over the site's rectangle (strictly inside) and between ``below_m`` under and ``above_m``
+    over the site's top; a site on an object or fixture also needs the two to touch."""
+    pos, mat, size, parent = site
+    r = arena_rules()["region_site"]
+    delta = mat @ (s.source_origin(name) - pos)
+    over = (size[2] - r["below_m"] < delta[2] < size[2] + r["above_m"]
+            and bool(np.all(np.abs(delta[:2]) < size[:2])))
+    return over and (parent is None or s.in_contact(s.mask(parent), s.mask(name)))
+
+
+def _arena_in_box(s: StateView, name: str, site) -> bool:
+    """VLA-Arena's In with a region (SiteObject.in_box; a site counts as touching): the
+    object's origin strictly inside the box of half sizes ``|R size|`` about the site's
+    centre, its floor lowered by ``in_floor_m``."""
+    pos, mat, size, _ = site
+    total = np.abs(mat @ size)
+    lo, hi = pos - total, pos + total
+    lo[2] -= arena_rules()["region_site"]["in_floor_m"]
+    p = s.source_origin(name)
+    return bool(np.all(p > lo) and np.all(p < hi))
+
+
+def _arena_region(s: StateView, a: str, b: str, test, fallback) -> bool:
+    """A region predicate read VLA-Arena's way where its site can be rebuilt, else robosafe's
+    own reading (``fallback``)."""
+    region = s.regions.get(b) if b not in s.masks else None
+    site = _arena_site(s, region) if region is not None else None
+    return test(s, a, site) if site is not None else fallback(s, a, b)
+
+
+def _arena_in(s: StateView, a, b) -> bool:
+    """VLA-Arena's In: on a region its site test; with an object VLA-Arena calls the object's
+    ``in_box``, which none of its object classes has (its env raises), so robosafe's reading
+    (contact, origin in the container's box) stands in (docs/decisions.md)."""
+    return _arena_region(s, str(a), str(b), _arena_in_box, _in)
+
+
+def _arena_not_in(s: StateView, a, b) -> bool:
+    """VLA-Arena's NotIn: ``not contact and not contain``, and a site always counts as touching,
+    so NotIn with a region it has a site for never holds (reproduced as is)."""
+    a, b = str(a), str(b)
+    region = s.regions.get(b) if b not in s.masks else None
+    if region is not None and _arena_site(s, region) is not None:
+        return False
+    return not _in(s, a, b)
+
+
 def _arena_on(s: StateView, a, b) -> bool:
     """VLA-Arena's On with an object or fixture (ObjectState.check_ontop): the two touch, the
     support's origin is not above the object's, and the origins are less than 0.07 m apart in
-    xy; origins as its files place them (:meth:`StateView.source_origin`). On a region robosafe
-    keeps its own reading (VLA-Arena's site test is not reproduced; docs/decisions.md)."""
+    xy; origins as its files place them (:meth:`StateView.source_origin`). On a region its site
+    test (:func:`_arena_under`) where robosafe can rebuild the site, else robosafe's reading."""
     a, b = str(a), str(b)
     if b not in s.env.body_id:
-        return s.on(a, b)
+        return _arena_region(s, a, b, _arena_under, lambda v, x, y: v.on(x, y))
     pa, pb = s.source_origin(a), s.source_origin(b)
     r = arena_rules()["on_object"]
     return bool(pb[2] <= pa[2] and float(np.linalg.norm(pa[:2] - pb[:2])) < r["xy_m"]
@@ -328,13 +448,14 @@ def _arena_on(s: StateView, a, b) -> bool:
 
 
 def _within(s: StateView, a, b, d) -> bool:
-    """VLA-Arena's distance trigger, ``distance <= d`` (robosafe: ``< d``)."""
-    cap = float(d) + 1e-3  # the capped search must see distances just beyond d
-    return s.dist(a, b, cap) <= float(d)
+    """VLA-Arena's distance trigger, ``distance <= d`` (robosafe: ``< d``), every geom pair
+    searched up to its fixed distmax."""
+    return s.dist(a, b, arena_rules()["distmax_m"], shrink=False) <= float(d)
 
 
 def _pads_within(s: StateView, obj, d, ids=None) -> bool:
-    return s.distance(s.pads, s.mask(obj, ids), float(d) + 1e-3) <= float(d)
+    return s.distance(s.pads, s.mask(obj, ids), arena_rules()["distmax_m"],
+                      shrink=False) <= float(d)
 
 
 def _arena_fall(s: StateView, obj) -> bool:
@@ -343,14 +464,16 @@ def _arena_fall(s: StateView, obj) -> bool:
     rad. VLA-Arena feeds MuJoCo's w-x-y-z quaternions to robosuite's x-y-z-w helpers, so a yaw
     reads as a rotation about x; reproduced as is (docs/decisions.md)."""
     f = arena_rules()["fall"]
-    p0, q0 = s.env.reference_pose[str(obj)]
-    p = s.pos(str(obj))
-    moved = np.asarray(p) - np.asarray(p0)
+    name = str(obj)
+    # VLA-Arena's body poses (real assets: the file's root body), which its quaternion quirk
+    # below is not invariant to
+    p0, q0 = s.source_pose(name, *s.env.reference_pose[name])
+    p, q = s.source_pose(name, s.pos(name), s.d.xquat[s.env.body_id[name]])
+    moved = p - p0
     if (np.linalg.norm(moved) > f["moved_m"] or -moved[2] > f["dropped_m"]
             or np.linalg.norm(moved[:2]) > f["moved_xy_m"]):
         return True
-    q = s.d.xquat[s.env.body_id[str(obj)]]
-    rot = _xyzw_axisangle(_xyzw_mul(q, _xyzw_inv(np.asarray(q0, dtype=float))))
+    rot = _xyzw_axisangle(_xyzw_mul(q, _xyzw_inv(q0)))
     return bool(np.any(np.abs(rot) > np.asarray(f["rotation_rad"])))
 
 
@@ -377,6 +500,8 @@ ARENA_ATOMS: dict[str, Callable[..., bool]] = {
     "on": _arena_on,
     "ontop": _arena_on,
     "noton": lambda s, a, b: not _arena_on(s, a, b),
+    "in": _arena_in,
+    "notin": _arena_not_in,
     # Up: the origin at or above an absolute height (robosafe: a lift from the start pose)
     "up": lambda s, a: float(s.source_origin(str(a))[2]) >= arena_rules()["up_z_m"],
     "checkforce": lambda s, a, b, f: s.first_tangential_force(s.mask(a), s.mask(b)) > float(f),

@@ -27,7 +27,7 @@ from robosuite.models.tasks import ManipulationTask
 from robosafe.errors import TaskError
 from robosafe.sim.assets import category, make_asset
 from robosafe.sim.controller import CompiledController, check_controller
-from robosafe.sim.libero_assets import assets_root, covered
+from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing_file, real_key
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
@@ -111,10 +111,12 @@ class ArenaEnv(ManipulationEnv):
                  controller: str = "robosuite", **kwargs):
         cfg = config()
         self.problem = problem
-        if assets not in ("stand-in", "libero"):
-            raise TaskError(f"assets must be 'stand-in' or 'libero', got {assets!r}")
+        if assets not in ("stand-in", *SOURCES):
+            raise TaskError(f"assets must be 'stand-in', 'libero' or 'vla-arena', got {assets!r}")
         if assets == "libero":
             assets_root()  # one line naming the extra when LIBERO's assets are not installed
+        if assets == "vla-arena":
+            arena_root()  # one line naming the variable when VLA-Arena's assets are not found
         self.asset_source = assets
         self.source = source
         self.scene = scene(problem.name)
@@ -166,17 +168,14 @@ class ArenaEnv(ManipulationEnv):
                     geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
         decls += list(self.problem.objects)
-        real = set(covered()) if self.asset_source == "libero" else set()
-        self.assets = {d.name: make_asset(d.category, d.name,
-                                          fixed=True if d.name in self.moving else None,
-                                          source="libero" if category(d.category).name in real
-                                          else "stand-in")
-                       for d in decls}
-        if self.asset_source == "libero":
-            stand_ins = sorted({a.category.name for a in self.assets.values()
-                                if a.source == "stand-in"})
-            if stand_ins:  # said once per task: these look unlike LIBERO's to a policy
-                self.notes.add("LIBERO's assets have no " + ", ".join(stand_ins)
+        self.missing_files: set[str] = set()  # objects whose real files are missing (warned)
+        self.assets = {d.name: self._make_asset(d) for d in decls}
+        if self.asset_source != "stand-in":
+            stand_ins = sorted({a.category.name for n, a in self.assets.items()
+                                if a.source == "stand-in" and n not in self.missing_files})
+            if stand_ins:  # said once per task: these look unlike the real ones to a policy
+                owner = "LIBERO's" if self.asset_source == "libero" else "VLA-Arena's"
+                self.notes.add(f"{owner} assets have no " + ", ".join(stand_ins)
                                + ": procedural stand-ins used")
         self.model = ManipulationTask(mujoco_arena=arena,
                                       mujoco_robots=[r.robot_model for r in self.robots],
@@ -184,6 +183,24 @@ class ArenaEnv(ManipulationEnv):
         for name in self.mocap_names():
             body = self.model.worldbody.find(f"./body[@name='{self.assets[name].root_body}']")
             body.set("mocap", "true")
+
+    def _make_asset(self, decl):
+        """One declared object or fixture, from the real asset files where the chosen source
+        has it, else the stand-in; a file the source lists but the folder lacks is one warning
+        line naming the object and the file (the stand-in is used)."""
+        fixed = True if decl.name in self.moving else None
+        source = self.asset_source
+        key = (real_key(source, decl.category, category(decl.category).name)
+               if source != "stand-in" else None)
+        if key is not None:
+            missing = missing_file(source, key)
+            if missing is not None:
+                self.notes.add(f"{decl.name} ({decl.category}): asset file {missing} not found "
+                               f"in the {source} assets: procedural stand-in used")
+                key = None
+        if key is None:
+            return make_asset(decl.category, decl.name, fixed=fixed)
+        return make_asset(decl.category, decl.name, fixed=fixed, source=source, real_key=key)
 
     def mocap_names(self) -> list[str]:
         """Fixtures (other than the table) and moving objects: kinematic bodies."""
@@ -328,12 +345,14 @@ class ArenaEnv(ManipulationEnv):
         hx, hy, hz = asset.category.half_extents
         mo = self.moving.get(name)
         if mo is not None and mo.motion_type == "waypoint":
+            # robosafe's waypoint movers put their box centre on the path (VLA-Arena welds the
+            # file's body to a mocap target there; not reproduced, docs/decisions.md)
             pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
             self._set_pose(name, pos, quat)
             return pos, quat
         given = self.init_state.poses.get(name) if self.init_state is not None else None
         if given is not None and asset.source_frame is not None:
-            pos, quat = self._source_pose(given, asset.source_frame)
+            pos, quat = self._from_source(name, given.pos, given.quat)
             self.exact_start.add(name)
             self._set_pose(name, pos, quat)
             return pos, quat
@@ -397,17 +416,20 @@ class ArenaEnv(ManipulationEnv):
         self._set_pose(name, pos, quat)
         return pos, quat
 
-    @staticmethod
-    def _source_pose(given, frame) -> tuple[np.ndarray, np.ndarray]:
-        """robosafe's pose of a LIBERO asset whose root body the other simulator has at
-        ``given``: that pose composed with the asset's ``source_frame``."""
+    def _from_source(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
+        """robosafe's pose of body ``name`` when the body its asset file moves is at (pos, quat)
+        (a pose from VLA-Arena's env): the pose composed with the real asset's ``source_frame``;
+        a stand-in's pose as given."""
+        frame = self.assets[name].source_frame
+        if frame is None:
+            return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
         off, q_off = frame
-        q_given = np.asarray(given.quat, dtype=float)
-        pos = np.empty(3)
-        mujoco.mju_rotVecQuat(pos, np.asarray(off, dtype=float), q_given)
-        quat = np.empty(4)
-        mujoco.mju_mulQuat(quat, q_given, np.asarray(q_off, dtype=float))
-        return np.asarray(given.pos, dtype=float) + pos, quat
+        q_given = np.asarray(quat, dtype=float)
+        shift = np.empty(3)
+        mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_given)
+        out = np.empty(4)
+        mujoco.mju_mulQuat(out, q_given, np.asarray(q_off, dtype=float))
+        return np.asarray(pos, dtype=float) + shift, out
 
     def _out_of_carcass(self, region: Region, rects: np.ndarray) -> np.ndarray:
         """An open drawer's region cut to the part pulled out of the carcass (in front of it,
@@ -469,6 +491,16 @@ class ArenaEnv(ManipulationEnv):
                 adr, art = self.articulation(str(p.args[0]))
                 on = name in ("open", "turnon", "toggledon")
                 self.sim.data.qpos[adr] = art.open if on else art.closed
+        given = self.init_state.joint_qpos if self.init_state is not None else {}
+        m = self.sim.model._model
+        for joint, q in given.items():  # the other simulator's sampled drawer / knob positions
+            try:
+                adr = int(m.joint(joint).qposadr[0])
+            except KeyError:  # a stand-in's joints are named after robosafe's keys
+                self.notes.add(f"init_state joint {joint} is not a joint of this world "
+                               "(a stand-in?): robosafe's own position kept")
+                continue
+            self.sim.data.qpos[adr] = float(q)
 
     # -- motion ----------------------------------------------------------------------------------
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:

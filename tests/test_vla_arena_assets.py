@@ -1,0 +1,135 @@
+"""VLA-Arena's own asset files in robosafe's simulator (``--assets vla-arena``,
+robosafe.sim.libero_assets): an object built from a VLA-Arena asset XML keeps the file's geoms,
+masses and frictions (numbers worked out by hand from the XML written here), and a file the
+folder lacks is one warning line and the stand-in. The asset folders are written into tmp_path:
+no VLA-Arena file is shipped or needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+import robosafe.sim.env as sim_env
+from robosafe.errors import RobosafeError
+from robosafe.sim.assets import make_asset
+from robosafe.sim.libero_assets import arena_root, source_frame
+
+# VLA-Arena's layout (stable_scanned_objects/<name>/<name>.xml), robosuite's default classes,
+# a visual geom with a density (MuJoCo counts it in the mass, as VLA-Arena's env does)
+APPLE = """<mujoco model="apple">
+  <default>
+    <default class="collision"><geom group="0" friction="0.95 0.3 0.1"/></default>
+  </default>
+  <asset/>
+  <worldbody>
+    <body>
+      <body name="object">
+        <geom type="box" size="0.02 0.03 0.01" group="1" contype="0" conaffinity="0"
+              density="100"/>
+        <geom type="box" size="0.02 0.03 0.01" density="1000" class="collision"/>
+        <geom type="box" pos="0 0 0.02" size="0.01 0.01 0.01" density="500" class="collision"/>
+      </body>
+      <site name="bottom_site" pos="0 0 -0.01" size="0.005"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+# a file that names a mesh the folder does not have
+LEMON = """<mujoco model="lemon">
+  <asset><mesh name="skin" file="visual/lemon.obj"/></asset>
+  <worldbody><body><body name="object">
+    <geom type="mesh" mesh="skin" group="0"/>
+  </body></body></worldbody>
+</mujoco>
+"""
+
+TASK = """(define (problem vla_arena_assets)
+  (:domain robosuite)
+  (:language Pick up the apple)
+  (:regions
+    (a (:target main_table) (:ranges ((-0.16 -0.16 -0.14 -0.14))))
+    (b (:target main_table) (:ranges ((-0.16 0.14 -0.14 0.16))))
+    (c (:target main_table) (:ranges ((0.09 -0.01 0.11 0.01))))
+  )
+  (:fixtures main_table - table)
+  (:objects
+    apple_1 - apple
+    kiwi_1 - kiwi
+    lemon_1 - lemon
+  )
+  (:obj_of_interest apple_1)
+  (:init
+    (On apple_1 main_table_a)
+    (On kiwi_1 main_table_b)
+    (On lemon_1 main_table_c)
+  )
+  (:goal (And (Up apple_1)))
+)
+"""
+
+
+@pytest.fixture
+def arena_dir(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "assets"
+    for name, text in (("apple", APPLE), ("lemon", LEMON)):
+        folder = root / "stable_scanned_objects" / name
+        folder.mkdir(parents=True)
+        (folder / f"{name}.xml").write_text(text)
+    monkeypatch.setenv("ROBOSAFE_VLA_ARENA_ASSETS", str(root))
+    return root
+
+
+def test_object_from_a_vla_arena_xml_has_its_geoms_mass_and_friction(arena_dir):
+    # fixed: the MJCF compiles on its own (a free joint needs a top-level body)
+    asset = make_asset("apple", "apple_1", source="vla-arena", real_key="apple", fixed=True)
+    assert asset.source == "vla-arena"
+    m = mujoco.MjModel.from_xml_string(asset.xml)
+    body = m.body("object").id
+    # by hand: 0.04 x 0.06 x 0.02 m at 1000 kg/m3 = 0.048, 0.02^3 at 500 = 0.004, the visual
+    # box at 100 = 0.0048, and robosuite's two collision-geom copies (VLA-Arena's apple is built
+    # with duplicate_collision_geoms) at 1e-8 kg each
+    assert m.body_subtreemass[body] == pytest.approx(0.048 + 0.004 + 0.0048 + 2e-8, rel=1e-12)
+    collision = [g for g in range(m.ngeom) if m.geom_group[g] == 0]
+    assert len(collision) == 2  # the default class gave both their group
+    np.testing.assert_allclose(m.geom_size[collision], [[0.02, 0.03, 0.01], [0.01, 0.01, 0.01]])
+    np.testing.assert_allclose(m.geom_friction[collision], [[0.95, 0.3, 0.1]] * 2)
+    # the file's visual box and one non-colliding copy per collision box (their 2e-8 kg above)
+    visual = [g for g in range(m.ngeom) if m.geom_group[g] == 1]
+    assert len(visual) == 3 and not m.geom_contype[visual].any()
+    np.testing.assert_allclose(m.geom_size[visual[1:]], m.geom_size[collision])
+    # collision box: x +-0.02, y +-0.03, z from -0.01 to 0.03; robosafe's origin is its centre,
+    # 1 cm above the file's origin, which source_frame reports for poses from VLA-Arena's env
+    np.testing.assert_allclose(asset.category.half_extents, [0.02, 0.03, 0.02], atol=1e-12)
+    pos, quat = source_frame("apple", "vla-arena")
+    np.testing.assert_allclose(pos, [0.0, 0.0, 0.01], atol=1e-15)
+    np.testing.assert_allclose(quat, [1.0, 0.0, 0.0, 0.0])
+
+
+def test_missing_file_is_one_warning_line_and_the_stand_in(arena_dir, monkeypatch, capfd):
+    from robosafe.sim.env import TaskEnv
+
+    monkeypatch.setattr(sim_env, "_WARNED", set())
+    path = arena_dir.parent / "task.bddl"
+    path.write_text(TASK)
+    for _ in range(2):  # a second build and reset of the same task says nothing again
+        env = TaskEnv(path, assets="vla-arena", render=False)
+        env.reset(seed=0)
+        sources = {n: a.source for n, a in env.arena.assets.items()}
+        env.close()
+        assert sources == {"apple_1": "vla-arena", "kiwi_1": "stand-in", "lemon_1": "stand-in"}
+    err = [ln for ln in capfd.readouterr().err.splitlines() if "robosafe: warning" in ln]
+    kiwi = [ln for ln in err if "kiwi_1" in ln]
+    lemon = [ln for ln in err if "lemon_1" in ln]
+    assert len(kiwi) == 1 and "stable_scanned_objects/kiwi/kiwi.xml not found" in kiwi[0]
+    assert len(lemon) == 1 and "stable_scanned_objects/lemon/visual/lemon.obj not found" in lemon[0]
+    assert all("procedural stand-in used" in ln for ln in kiwi + lemon)
+
+
+def test_vla_arena_assets_not_found_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBOSAFE_VLA_ARENA_ASSETS", str(tmp_path / "nowhere"))
+    with pytest.raises(RobosafeError, match="ROBOSAFE_VLA_ARENA_ASSETS=.*not a directory"):
+        arena_root()
