@@ -109,7 +109,7 @@ def test_object_from_a_vla_arena_xml_has_its_geoms_mass_and_friction(arena_dir):
     np.testing.assert_allclose(quat, [1.0, 0.0, 0.0, 0.0])
 
 
-def test_missing_file_is_one_warning_line_and_the_stand_in(arena_dir, monkeypatch, capfd):
+def test_missing_file_is_one_warning_line_and_the_stand_in(arena_dir, monkeypatch, caplog):
     from robosafe.sim.env import TaskEnv
 
     monkeypatch.setattr(sim_env, "_WARNED", set())
@@ -121,7 +121,8 @@ def test_missing_file_is_one_warning_line_and_the_stand_in(arena_dir, monkeypatc
         sources = {n: a.source for n, a in env.arena.assets.items()}
         env.close()
         assert sources == {"apple_1": "vla-arena", "kiwi_1": "stand-in", "lemon_1": "stand-in"}
-    err = [ln for ln in capfd.readouterr().err.splitlines() if "robosafe: warning" in ln]
+    # WARNING records: the CLI prints each as one "robosafe: warning: ..." line
+    err = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     kiwi = [ln for ln in err if "kiwi_1" in ln]
     lemon = [ln for ln in err if "lemon_1" in ln]
     assert len(kiwi) == 1 and "stable_scanned_objects/kiwi/kiwi.xml not found" in kiwi[0]

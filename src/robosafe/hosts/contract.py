@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from robosafe.errors import HostContractError
+from robosafe.errors import HostContractError, RobosafeError
 from robosafe.trace.episode import Episode
 
 #: A goal atom's argument: an entity name, a number (a threshold), or part ids.
@@ -161,6 +161,15 @@ class HostEnv(Protocol):
     def episode(self, *, episode_id: str | None = None, policy: str | None = None,
                 instance_id: str | None = None, meta: dict[str, Any] | None = None) -> Episode:
         """The App. B trace of the episode so far (row 0 is the reset state)."""
+
+
+def host_action(action: Any, dim: int) -> np.ndarray:
+    """``action`` as the float vector a host steps with: ``dim`` finite numbers, else one
+    error line (a policy's NaN must not reach the simulator)."""
+    a = np.asarray(action, dtype=float)
+    if a.shape != (dim,) or not np.all(np.isfinite(a)):
+        raise RobosafeError(f"action must be {dim} finite numbers, got shape {a.shape}")
+    return a
 
 
 # -- the checker ----------------------------------------------------------------------------------

