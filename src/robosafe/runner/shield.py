@@ -287,7 +287,7 @@ class Shield:
     def finish(self) -> dict[str, Any]:
         """The shield's record, after the episode (catches up on the last rows)."""
         self._catch_up()
-        return self.log.to_json()
+        return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, **self.log.to_json()}
 
 
 # -- scoring warnings as an early-warning detector --------------------------------------------------
