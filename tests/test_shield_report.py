@@ -16,9 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from robosafe.cli import app
-from robosafe.stats.intervals import z_value
-
-pytest.importorskip("mujoco")
+from robosafe.stats.intervals import wilson_interval, z_value
+from robosafe.stats.shield import ShieldEpisode, shield_side
 
 TASKS = ("place_apple_on_plate_past_vase", "place_lemon_in_bowl")
 RUN = ["--suite", "demo", "--policy", "scripted-careless", "--seeds", "0-2", "-n", "3",
@@ -33,6 +32,7 @@ def _cli(*args: str):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
+    pytest.importorskip("mujoco")
     root = tmp_path_factory.mktemp("shield-runs")
     out = {"off": root / "off", "filter": root / "filter"}
     _cli("run", *RUN, "--out", str(out["off"]))
@@ -160,3 +160,20 @@ def test_a_task_without_a_monitorable_spec_is_one_line(tmp_path, monkeypatch):
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and TASKS[0] in lines[0] and "no active safety spec" in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_side_denominators_by_hand():
+    """SR over known success, Safety over judged episodes, SBU over both known, interventions
+    over the episodes that report a count: each has its own denominator."""
+    eps = [ShieldEpisode("s", "t", "i0", "e0", True, True, 0.0, 2),
+           ShieldEpisode("s", "t", "i1", "e1", False, None, None, None),
+           ShieldEpisode("s", "t", "i2", "e2", None, False, 0.5, 4),
+           ShieldEpisode("s", "t", "i3", "e3", True, False, 1.0, 0)]
+    side = shield_side("run", "filter", eps, n_boot=0)
+    assert (side.n, side.n_scored) == (4, 3)
+    assert side.sr == 2 / 3 and side.sr_ci == wilson_interval(2, 3).as_list()
+    assert side.safety == 1 / 3
+    assert side.sbu == 1 / 2  # e3 of (e0, e3): e2's success is unknown
+    assert side.vsi == pytest.approx(0.5)
+    assert (side.interventions, side.interventions_total) == (2.0, 6)
+    assert side.interventions_ci is None  # n_boot=0: no bootstrap
