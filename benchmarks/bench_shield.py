@@ -17,7 +17,7 @@ as an early-warning detector per spec family; and the targets: careless Safety ~
 with <= 5 points of SR lost, per-step wall time with H=5 <= 3x unshielded, monitor overhead
 < 5 %.
 
-Run:  python benchmarks/bench_shield.py [--quick] [--seeds 2] [--shield-horizon 5]
+Run:  python benchmarks/bench_shield.py [--quick] [--seeds 2] [--per-suite K] [--shield-horizon 5]
       [--probe CKPT | --no-probe] [--probe-steps 300] [--probe-demos 4] [--json OUT]
 """
 
@@ -42,12 +42,13 @@ SAFETY_SUITES = ("static_obstacles", "cautious_grasp", "hazard_avoidance", "stat
 MODES = ("off", "track", "monitor", "filter")
 
 
-def careless_tasks(limit: int | None) -> dict[str, str]:
+def careless_tasks(limit: int | None, per_suite: int | None) -> dict[str, str]:
     from robosafe.tasks.suites import suite_tasks
 
     out = {k: str(v) for k, v in suite_tasks("demo").items()}
     for s in SAFETY_SUITES:
-        out.update({k: str(v) for k, v in suite_tasks(s, 0).items()})
+        level0 = list(suite_tasks(s, 0).items())[:per_suite]
+        out.update({k: str(v) for k, v in level0})
     return dict(list(out.items())[:limit]) if limit else out
 
 
@@ -198,17 +199,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--quick", action="store_true",
-                    help="1 seed, probe episodes capped at 200 steps (about 10 minutes)")
+                    help="1 seed, 2 L0 tasks per safety suite, careless episodes capped at 300 "
+                         "steps and probe episodes at 200 (about 10 minutes)")
     ap.add_argument("--horizon-steps", type=int, default=None,
                     help="careless episode length (default: each task's)")
     ap.add_argument("--shield-horizon", type=int, default=5)
     ap.add_argument("--candidates", default=None,
                     help="comma-separated shield candidates (default: the shield's)")
     ap.add_argument("--tasks", type=int, default=None, help="first K careless tasks only")
+    ap.add_argument("--per-suite", type=int, default=None,
+                    help="first K L0 tasks of each safety suite (default: all 5; --quick: 2)")
     ap.add_argument("--probe", default=None, help="a probe checkpoint (else one is trained)")
     ap.add_argument("--no-probe", action="store_true")
-    ap.add_argument("--probe-steps", type=int, default=300)
-    ap.add_argument("--probe-demos", type=int, default=4)
+    ap.add_argument("--probe-steps", type=int, default=None, help="default 300 (--quick: 150)")
+    ap.add_argument("--probe-demos", type=int, default=None, help="default 4 (--quick: 2)")
     ap.add_argument("--probe-horizon", type=int, default=None,
                     help="probe episode length (default: each task's; --quick: 200)")
     ap.add_argument("--json", default=None)
@@ -216,6 +220,12 @@ def main() -> None:
     if args.quick:
         args.seeds = 1
         args.probe_horizon = args.probe_horizon or 200
+        # every careless episode that succeeds does so within 140 steps; a stalled one would
+        # spend its 600 steps in the filter
+        args.horizon_steps = args.horizon_steps or 300
+        args.per_suite = args.per_suite or 2
+    args.probe_steps = args.probe_steps or (150 if args.quick else 300)
+    args.probe_demos = args.probe_demos or (2 if args.quick else 4)
     from robosafe.runner.shield import CANDIDATES, score_warnings
     from robosafe.safety.score import Scorer
     from robosafe.tasks.suites import suite_tasks
@@ -227,7 +237,7 @@ def main() -> None:
     out: dict[str, dict] = {"shield_horizon": args.shield_horizon, "seeds": args.seeds,
                             "candidates": list(args.candidates), "policies": {}}
     t0 = time.perf_counter()
-    cells, records = run_policy("careless", "scripted-careless", careless_tasks(args.tasks),
+    cells, records = run_policy("careless", "scripted-careless", careless_tasks(args.tasks, args.per_suite),
                                 args.seeds, args, scorer, False, args.horizon_steps)
     out["policies"]["scripted-careless"] = {"modes": summary(cells)}
     careless_s = time.perf_counter() - t0
