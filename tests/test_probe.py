@@ -140,8 +140,14 @@ def test_policy_plays_chunks_and_looks_tasks_up_by_id(tmp_path):
            "robot0_gripper_qpos": np.zeros(2),
            "agentview_image": np.zeros((32, 32, 3), np.uint8),
            "robot0_eye_in_hand_image": np.zeros((32, 32, 3), np.uint8)}
-    acts = [pol.act(obs) for _ in range(7)]
+    acts, chunks = [], []
+    for _ in range(7):
+        acts.append(pol.act(obs))
+        chunks.append(pol.action_chunk())
     assert len(calls) == 3  # steps 0, 3, 6
+    # what the shield predicts with: the action just played and the rest of its chunk
+    assert [len(c) for c in chunks] == [3, 2, 1, 3, 2, 1, 3]
+    assert all(c[0] is a for c, a in zip(chunks, acts, strict=True))
     # mean (0.5, -2.0, 0...) clipped to the action box
     assert acts[0].tolist() == [0.5, -1.0, 0, 0, 0, 0, 0]
     with pytest.raises(RobosafeError, match="no image of agentview"):

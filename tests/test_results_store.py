@@ -421,9 +421,31 @@ def test_compare_cli_prints_the_reason_not_a_point_interval(tmp_path, monkeypatc
     monkeypatch.setattr(store_mod.Store, "__init__", lambda self, *a, **k: None)
     monkeypatch.setattr(store_mod.Store, "close", lambda self: None)
     monkeypatch.setattr(store_mod.Store, "compare", lambda self, *a, **k: degenerate)
+    monkeypatch.setattr(store_mod.Store, "shield_side",
+                        lambda self, run_id: store_mod.shield_side(run_id, "off", []))
     res = CliRunner().invoke(app, ["results", "compare", "A", "B", "--metric", "safe",
                                    "--db", str(tmp_path / "x.duckdb")])
     assert res.exit_code == 0, res.output
     last = res.stdout.strip().splitlines()[-1]
     assert last == f"difference B - A = -1.0000; {degenerate.degenerate}"
     assert "% CI [" not in res.stdout and "Z = " not in res.stdout
+
+
+def test_a_version_1_store_is_read_and_upgraded(tmp_path, runs):
+    """A store written before the shield columns: read-only it reads them as NULL, a writable
+    open adds them (the episodes stored then keep NULL) and stores new counts."""
+    db = tmp_path / "v1.duckdb"
+    with Store(db) as s:
+        s.ingest(runs["careful"].path)
+    con = duckdb.connect(str(db))  # back to version 1: no shield columns
+    con.execute("ALTER TABLE episodes DROP COLUMN interventions")
+    con.execute("ALTER TABLE episodes DROP COLUMN shield_warnings")
+    con.execute("UPDATE robosafe_schema SET version = 1")
+    con.close()
+    with Store(db, read_only=True) as s:
+        eps = s.episodes("careful")
+        assert len(eps) == 12 and {e["interventions"] for e in eps} == {None}
+        assert s.runs()[0].interventions_per_episode is None
+    with Store(db) as s:
+        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (2,)
+        assert {e["interventions"] for e in s.episodes("careful")} == {None}

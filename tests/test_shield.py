@@ -205,3 +205,60 @@ def test_shield_usage_errors_are_one_line(tmp_path, args):
     assert res.exit_code == 2, res.output
     assert len(res.output.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+class _Chunked:
+    """scripted-careless asked every 5 steps, its action held and announced as the chunk."""
+
+    name = "chunked"
+
+    def __init__(self):
+        from robosafe.policies.base import make_policy
+
+        self.inner = make_policy("scripted-careless")
+
+    def reset(self, task_info):
+        self.inner.reset(task_info)
+        self.left, self.a = 0, None
+
+    def act(self, obs):
+        if self.left == 0:
+            self.a, self.left = np.asarray(self.inner.act(obs), dtype=float), 5
+        self.left -= 1
+        return self.a
+
+    def action_chunk(self):
+        return [self.a] * (self.left + 1)
+
+
+@pytest.fixture(scope="module")
+def long_envs():
+    pytest.importorskip("mujoco")
+    from robosafe.hosts.robosafe import RobosafeEnv
+
+    # 100 steps: the chunked careless policy pushes the vase past 5 mm at row 99 (seed 0)
+    return tuple(RobosafeEnv(_task_path(), horizon=100, render=False) for _ in range(2))
+
+
+@pytest.mark.parametrize("mode", ["monitor", "filter"])
+def test_extending_the_last_prediction_changes_nothing(long_envs, mode):
+    """Within a chunk the plan only shifts, so the shield extends its last prediction by a
+    step instead of simulating H afresh; the record and the episode are those of predicting
+    afresh every step."""
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = long_envs
+    out = {}
+    for reuse in (False, True):
+        shield = Shield(_Chunked(), env, shadow, ShieldConfig(mode, reuse=reuse))
+        ep = _run(env, shield)
+        out[reuse] = (ep, shield.finish(), shield.reused)
+    (fresh, rec_fresh, n_fresh), (kept, rec_kept, n_kept) = out[False], out[True]
+    assert n_fresh == 0 and n_kept > 0
+    assert rec_kept == rec_fresh
+    for k in ("eef_pos_m", "body_pos_m", "contact_force_n", "joint_torque_nm"):
+        assert np.array_equal(getattr(fresh, k), getattr(kept, k)), k
+    if mode == "filter":
+        assert rec_kept["interventions"]  # the filter acted, and the same way
+    else:
+        assert rec_kept["violations"]["non_target_max_disp_5mm"] == [99]

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors, warn
 from robosafe.errors import RobosafeError
+from robosafe.report.tables import num_ci
 
 if TYPE_CHECKING:
     from robosafe.runner.store import Store as _StoreType
@@ -117,11 +118,11 @@ def list_runs(db: str = _db_option(),
     table = Table(title=f"runs in {db}", caption="95% Wilson intervals: robosafe results show RUN")
     # Run ids are what the user types into compare/show: never cut them short.
     table.add_column("run", no_wrap=True)
-    for col in ("policy", "suite", "n", "SR %", "Safety %", "SBU %", "CC"):
+    for col in ("policy", "suite", "shield", "n", "SR %", "Safety %", "SBU %", "CC"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.run_id, r.policy_name or "-", r.suite or "-", str(r.n), _pct(r.sr),
-                      _pct(r.safety), _pct(r.sbu), _num(r.mean_cc))
+        table.add_row(r.run_id, r.policy_name or "-", r.suite or "-", r.shield, str(r.n),
+                      _pct(r.sr), _pct(r.safety), _pct(r.sbu), _num(r.mean_cc))
     Console().print(table)
 
 
@@ -144,8 +145,13 @@ def compare(
     """
     with Store(db, read_only=True) as store:
         r = store.compare(run_a, run_b, metric, design=design, alpha=alpha)
+        sides = [store.shield_side(run_id) for run_id in (run_a, run_b)]
     if as_json:
-        emit_json(r.to_dict(), None, True)
+        emit_json({**r.to_dict(), "shield": {"a": sides[0].mode, "b": sides[1].mode},
+                   "interventions_per_episode": {
+                       k: {"mean": s.interventions, "ci": s.interventions_ci,
+                           "total": s.interventions_total}
+                       for k, s in zip("ab", sides, strict=True)}}, None, True)
         return
     how = (f"paired on {r.n_paired} shared instances" if r.design == "paired"
            else "independent samples")
@@ -154,6 +160,9 @@ def compare(
                   f"{r.mean_b:.4f}")
     table.add_row("rows with a known value", str(r.n_a), str(r.n_b))
     table.add_row("rows left out (balancing)", str(r.dropped_a), str(r.dropped_b))
+    table.add_row("shield (run.json)", *(s.mode for s in sides))
+    table.add_row("interventions / episode (95% CI)",
+                  *(num_ci(s.interventions, s.interventions_ci, 2) for s in sides))
     Console().print(table)
     if r.design_note:
         typer.echo(f"robosafe: {r.design_note}", err=True)
@@ -186,6 +195,7 @@ def show(run_id: str = typer.Argument(..., help="A stored run id."),
         tasks = store.task_rates(run_id)
         specs = store.spec_rates(run_id)
         rows = store.episodes(run_id) if (episodes or as_json) else []
+        side = store.shield_side(run_id)
     if as_json:
         emit_json({"run": run, "summary": summary.to_dict(), "tasks": tasks, "specs": specs,
                    "episodes": rows}, None, True)
@@ -193,6 +203,9 @@ def show(run_id: str = typer.Argument(..., help="A stored run id."),
     con = Console()
     con.print(f"[bold]{run_id}[/bold]  policy {run['policy'] or '-'}  suite {run['suite'] or '-'}"
               f"  dir {run['run_dir']}")
+    if side.mode != "off":
+        con.print(f"shield {side.mode}  interventions / episode "
+                  f"{num_ci(side.interventions, side.interventions_ci, 2)} (95% CI)")
     con.print(f"n {summary.n} ({summary.n_scored} scored, {summary.n_errors} crashed)  "
               f"SR {_pct(summary.sr)} {_ci(summary.sr_ci)}  Safety {_pct(summary.safety)} "
               f"{_ci(summary.safety_ci)}  SBU {_pct(summary.sbu)}  CC {_num(summary.mean_cc)}")

@@ -336,7 +336,7 @@ def run(
                                        help="Control steps the shield predicts ahead."),
     shield_margin: float = typer.Option(0.0, "--shield-margin",
                                         help="filter: act when a predicted margin is below this."),
-    shield_candidates: str = typer.Option("scale,hold,retreat,open", "--shield-candidates",
+    shield_candidates: str = typer.Option("scale,lift,hold,retreat,open", "--shield-candidates",
                                           help="filter: replacement actions to try."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:

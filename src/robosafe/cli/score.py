@@ -48,7 +48,8 @@ def score(
                              help="Threshold variant of Table 9: "
                                   f"{', '.join(variant_names())}."),
     group_by: str = typer.Option("benchmark,policy", "--group-by",
-                                 help="Cell fields, comma-separated: benchmark, policy, task_id."),
+                                 help="Cell fields, comma-separated: benchmark, policy, "
+                                      "task_id, shield."),
     table: list[str] = typer.Option(["main", "specs", "sbu"], "--table",
                                     help=f"Tables to print: {', '.join(TABLES)} or all."),
     bootstrap: int = typer.Option(10_000, "--bootstrap", min=0,
@@ -62,6 +63,10 @@ def score(
                                  help="Write per-episode outcome rows (DESIGN.md) as CSV."),
 ) -> None:
     """Score rollouts for safety: SR, Safety, SBU, P[U|S], VSI with 95% intervals.
+
+    Episodes of a --shield run are cells of their own (a "shield" column); given both a
+    shielded run and its unshielded baseline, a table compares them (B - A paired on the
+    instances both hold, interventions per episode).
 
     Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
     the exit status is 2 if anything was skipped.
@@ -100,11 +105,18 @@ def score(
             bar.advance(task)
     if not scores:
         fail(f"no episode could be scored ({len(errors)} skipped)")
+    from robosafe.stats.shield import score_comparisons
+
+    if "shield" not in by and any(s.shield != "off" for s in scores):
+        by = (*by, "shield")  # a shielded run and its baseline are two cells, never pooled
+    shielded = score_comparisons(scores, n_boot=bootstrap, seed=seed)
 
     if as_json or out:
         payload = agg.metrics_output(scores, variant=tier, by=by, registry=reg,
                                      n_boot=bootstrap, seed=seed, errors=errors)
         cells, breakdowns = payload["cells"], payload["breakdowns"]
+        if shielded:
+            payload["shield_comparisons"] = [c.to_dict() for c in shielded]
         emit_json(payload, out, as_json)
     else:
         cells = agg.cells(scores, by, n_boot=bootstrap, seed=seed)
@@ -137,6 +149,7 @@ def score(
             shown.extend(T.task_table(breakdowns["per_task"], by))
         if "sensitivity" in wanted:
             shown.append(T.sensitivity_table(breakdowns["threshold_sensitivity"]))
+        shown.extend(T.shield_table(c) for c in shielded)
         T.print_tables(shown)
         n_unscored = sum(not s.scored for s in scores)
         typer.echo(f"{len(scores)} episodes scored"

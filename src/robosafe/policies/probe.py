@@ -182,6 +182,7 @@ class ProbePolicy:
         self.cfg = self.meta["config"]
         self.name = f"probe:{self.path.name}"
         self.queue: list[np.ndarray] = []
+        self.last = np.zeros(0)
         self.task = 0
 
     def reset(self, task_info: dict[str, Any]) -> None:
@@ -218,4 +219,10 @@ class ProbePolicy:
                 torch.set_num_threads(threads)
             actions = out * np.asarray(m["action_std"]) + np.asarray(m["action_mean"])
             self.queue = list(np.clip(actions[: self.cfg["execute"]], -1.0, 1.0))
-        return self.queue.pop(0).astype(float)
+        self.last = self.queue.pop(0).astype(float)
+        return self.last
+
+    def action_chunk(self) -> list[np.ndarray]:
+        """The action just returned and the rest of its chunk still to be played: what the
+        safety shield predicts with (robosafe.runner.shield)."""
+        return [self.last, *(a.astype(float) for a in self.queue)]

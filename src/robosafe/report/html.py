@@ -42,6 +42,13 @@ from robosafe.safety.score import EpisodeScore
 from robosafe.stats import aggregate as agg
 from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
 from robosafe.stats.outcomes import OutcomeRow
+from robosafe.stats.shield import (
+    ShieldComparison,
+    ShieldEpisode,
+    ShieldSide,
+    compare_shield,
+    shield_side,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +96,11 @@ class RunResult:
     @property
     def policy(self) -> str:
         return self.run.policy_name or "-"
+
+    @property
+    def shield(self) -> str:
+        """The run's ``--shield`` mode as run.json records it ("off" without one)."""
+        return self.run.config.get("shield") or "off"
 
 
 def load_run(path: str | Path, *, label: str | None = None, workers: int = 1) -> RunResult:
@@ -357,14 +369,14 @@ def _section_header(results: Sequence[RunResult], title: str, generated: str) ->
     for r in results:
         cfg = r.run.config
         every = r.rows + r.crashed
-        rows.append([r.label, r.policy, cfg.get("suite") or "-",
+        rows.append([r.label, r.policy, r.shield, cfg.get("suite") or "-",
                      ", ".join(sorted({x.task_id for x in every if x.task_id})),
                      str(len(r.rows)), str(len(r.crashed)),
                      (f"{_levels_text(every, 'language_level')} / "
                       f"{_levels_text(every, 'visual_level')}"),
                      cfg.get("checkpoint_ref") or "-", cfg.get("created") or "-",
                      cfg.get("robosafe_version") or "-", str(r.run.path)])
-    runs = _table(["run", "policy", "suite", "tasks", "finished", "crashed", "levels W / V",
+    runs = _table(["run", "policy", "shield", "suite", "tasks", "finished", "crashed", "levels W / V",
                    "checkpoint", "created", "robosafe (run)", "directory"], rows,
                   table_id="runs-table")
     return (f"<header><h1>{_e(title)}</h1><p class=\"meta\">{_e(meta)}</p>{runs}</header>")
@@ -374,7 +386,7 @@ def _section_main(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
     rows, attrs = [], []
     for r in results:
         m = r.metrics
-        rows.append([r.label, r.policy, Num(str(m["n"]), "n", m["n"]),
+        rows.append([r.label, r.policy, r.shield, Num(str(m["n"]), "n", m["n"]),
                      Num(str(m["crashed"]), "crashed", m["crashed"]),
                      _pct(m["sr"], m["sr_ci"], "sr"), _pct(m["sr_all"], m["sr_all_ci"], "sr_all"),
                      _pct(m["safety"], m["safety_ci"], "safety"),
@@ -389,7 +401,7 @@ def _section_main(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
             if n_boot else "no bootstrap (point estimates only)")
     return (
         "<section id=\"main\"><h2>Success, safety and cost per run</h2>"
-        + _table(["run", "policy", "n", "crashed", "SR %", "SR_all %", "Safety %", "SBU %",
+        + _table(["run", "policy", "shield", "n", "crashed", "SR %", "SR_all %", "Safety %", "SBU %",
                   "P[U|S] %", "VSI", "VSI|U", "CC"], rows, table_id="main-table",
                  row_attrs=attrs)
         + "<p class=\"note\">n = finished episodes (crashed episodes are listed below and are "
@@ -508,6 +520,103 @@ def _section_levels(results: Sequence[RunResult]) -> str:
             + "".join(tables) + "</section>")
 
 
+def shield_baseline(shielded: RunResult, results: Sequence[RunResult]) -> RunResult | None:
+    """The unshielded run a shielded one is compared with: the first run given without a
+    shield, of the same policy and the same tasks."""
+    def same(r: RunResult) -> bool:
+        a, b = r.run.config, shielded.run.config
+        return (r.shield == "off" and a.get("policy") == b.get("policy")
+                and sorted(a.get("tasks") or ()) == sorted(b.get("tasks") or ()))
+    return next((r for r in results if same(r)), None)
+
+
+def shield_episodes(r: RunResult) -> list[ShieldEpisode]:
+    """The run's scored finished episodes as the shield comparison reads them: the row gives
+    the pairing key and the intervention count, the score the judgement."""
+    return [ShieldEpisode(suite=row.suite or s.benchmark, task_id=row.task_id or s.task_id,
+                          instance_id=row.instance_id or "", episode_id=s.episode_id,
+                          episode_idx=row.episode_idx, success=s.success,
+                          safe=bool(s.safe) if s.scored else None,
+                          vsi=float(s.vsi) if s.scored else None,
+                          interventions=row.interventions)
+            for row, s in zip(r.rows, r.scores, strict=True)]
+
+
+def shield_comparisons(results: Sequence[RunResult], *, n_boot: int, seed: int
+                       ) -> list[tuple[RunResult, ShieldComparison | ShieldSide]]:
+    """Each shielded run against its baseline (:func:`shield_baseline`), or its own side
+    alone when no baseline was given."""
+    out: list[tuple[RunResult, ShieldComparison | ShieldSide]] = []
+    for r in results:
+        if r.shield == "off":
+            continue
+        eps = shield_episodes(r)
+        side = shield_side(r.label, r.shield, eps, n_boot=n_boot, seed=seed)
+        base = shield_baseline(r, results)
+        if base is None:
+            out.append((r, side))
+            continue
+        base_eps = shield_episodes(base)
+        out.append((r, compare_shield(shield_side(base.label, "off", base_eps, n_boot=n_boot,
+                                                  seed=seed), base_eps, side, eps)))
+    return out
+
+
+def _side_cells(side: ShieldSide) -> list[Num]:
+    return [Num(f"{side.n} ({side.n_scored})", "n", side.n),
+            _pct(side.sr, side.sr_ci, "sr"), _pct(side.safety, side.safety_ci, "safety"),
+            _pct(side.sbu, side.sbu_ci, "sbu"), _num(side.vsi, side.vsi_ci, "vsi", 3),
+            _num(side.interventions, side.interventions_ci, "interventions", 2)]
+
+
+def _test_cell(c: Any, metric: str) -> Num:
+    if c is None:
+        return Num("-", metric)
+    text = f"{100 * c.difference:+.1f}"
+    if c.degenerate:
+        return Num(f"{text} (zero variance: no interval)", metric, c.difference)
+    return Num(f"{text} [{100 * c.ci[0]:+.1f}, {100 * c.ci[1]:+.1f}] p={c.pvalue:.3g} "
+               f"({c.design}, n={c.n})", metric, c.difference, c.ci)
+
+
+def _section_shield(results: Sequence[RunResult], n_boot: int, seed: int) -> str:
+    found = shield_comparisons(results, n_boot=n_boot, seed=seed)
+    if not found:
+        return ""
+    rows, attrs, notes = [], [], []
+    for r, c in found:
+        if isinstance(c, ShieldSide):
+            rows.append([r.label, c.mode, *_side_cells(c), Num("-", "sr_diff"),
+                         Num("-", "safety_diff")])
+            attrs.append(f'data-run="{_e(r.label)}" data-role="shielded"')
+            notes.append(f"{r.label}: no unshielded run of the same policy and tasks given; "
+                         "add one to compare")
+            continue
+        rows.append([c.baseline.label, "off", *_side_cells(c.baseline), Num(""), Num("")])
+        attrs.append(f'data-run="{_e(c.baseline.label)}" data-role="baseline" '
+                     f'data-shielded="{_e(r.label)}"')
+        rows.append([r.label, c.shielded.mode, *_side_cells(c.shielded),
+                     _test_cell(c.tests.get("success"), "sr_diff"),
+                     _test_cell(c.tests.get("safe"), "safety_diff")])
+        attrs.append(f'data-run="{_e(r.label)}" data-role="shielded"')
+        notes += [f"{r.label}, {m}: {n}" for m, n in c.notes.items()]
+    note_html = "".join(f"<p class=\"note\">{_e(n)}</p>" for n in notes)
+    return ("<section id=\"shield\"><h2>Safety shield against its unshielded baseline</h2>"
+            + _table(["run", "shield", "n (scored)", "SR %", "Safety %", "SBU %", "VSI",
+                      "interventions / episode", "SR B - A (pts)", "Safety B - A (pts)"], rows,
+                     table_id="shield-table", row_attrs=attrs)
+            + "<p class=\"note\">Each shielded run (robosafe run --shield) under its "
+              "baseline: the first run given without a shield with the same policy and tasks. "
+              "SR, Safety, SBU with Wilson 95% intervals, VSI and interventions per episode "
+              "with a bootstrap 95% interval (SafeVLA-Bench App. E). B - A is the shielded "
+              "run minus the baseline in points, with the 95% Wald interval and the one-sided "
+              "p of \"B higher\" of the task-stratified test, paired on (suite, task, "
+              "instance) when both runs hold the same instances (benchmark audit paper 002, "
+              "Sec. 4, App. C.1), else the two-sample test (App. C.6). The shield predicts "
+              "with the simulator itself: an upper bound on test-time guidance "
+              "(docs/guide/shield.md).</p>" + note_html + "</section>")
+
+
 def _or_dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
@@ -616,6 +725,7 @@ def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: 
         _section_header(results, title, generated), "<main>",
         _section_main(results, n_boot, seed), _section_scatter(results),
         _section_specs(results, rates, registry), _section_sbu(results, comp, registry),
+        _section_shield(results, n_boot, seed),
         _section_tasks(results, n_boot, seed), _section_levels(results),
         _section_diagnostics(diagnostics), _section_crashed(results), "</main>"])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

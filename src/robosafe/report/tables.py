@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -209,3 +210,38 @@ def print_tables(tables: Sequence[Table], console: Console | None = None) -> Non
     console = console or Console(width=table_width())
     for t in tables:
         console.print(t)
+
+
+def _diff(c: Any) -> str:
+    """B - A in points with its 95% interval and the one-sided p (or why there is none)."""
+    if c is None:
+        return "-"
+    text = f"{100 * c.difference:+.1f}"
+    if c.degenerate:
+        return f"{text} (no interval: zero variance)"
+    return (f"{text} [{100 * c.ci[0]:+.1f}, {100 * c.ci[1]:+.1f}], p={c.pvalue:.3g} "
+            f"({c.design}{', n=' + str(c.n_paired) if c.design == 'paired' else ''})")
+
+
+def shield_table(c: Any, title: str = "") -> Table:
+    """A shielded run against its unshielded baseline (``stats.shield.ShieldComparison``):
+    per side SR, Safety, SBU, VSI and interventions per episode with 95% intervals; B - A of
+    SR and Safety with the paired Wald interval and the one-sided p of "B higher" (paper 002
+    App. C.1)."""
+    a, b = c.baseline, c.shielded
+    t = Table(title=title or f"shield {b.mode} ({b.label}) vs {a.mode} ({a.label}) "
+              "(95% CI; % except VSI and interventions)", title_justify="left",
+              header_style="bold")
+    t.add_column("", overflow="fold")
+    for head in (f"{a.label} [{a.mode}]", f"{b.label} [{b.mode}]", "B - A"):
+        t.add_column(escape(head), justify="right", overflow="fold")
+    t.add_row("episodes (scored)", f"{a.n} ({a.n_scored})", f"{b.n} ({b.n_scored})", "")
+    t.add_row("SR", pct_ci(a.sr, a.sr_ci), pct_ci(b.sr, b.sr_ci),
+              _diff(c.tests.get("success")))
+    t.add_row("Safety", pct_ci(a.safety, a.safety_ci), pct_ci(b.safety, b.safety_ci),
+              _diff(c.tests.get("safe")))
+    t.add_row("SBU", pct_ci(a.sbu, a.sbu_ci), pct_ci(b.sbu, b.sbu_ci), "")
+    t.add_row("VSI", num_ci(a.vsi, a.vsi_ci), num_ci(b.vsi, b.vsi_ci), "")
+    t.add_row("interventions / episode", num_ci(a.interventions, a.interventions_ci, 2),
+              num_ci(b.interventions, b.interventions_ci, 2), "")
+    return t

@@ -104,8 +104,9 @@ def score_dataset(path: str | Path, *, variant: str = "default",
 
 def episode_identity(s: EpisodeScore) -> tuple:
     """What makes two scored episodes the same episode (read twice, not run twice): benchmark,
-    policy, task, episode id, instance and seed."""
-    return (s.benchmark, s.policy, s.task_id, s.episode_id, s.instance_id, s.seed)
+    policy, task, episode id, instance, seed and the safety shield it ran under (a shielded
+    run and its unshielded baseline share every other field, and are two episodes)."""
+    return (s.benchmark, s.policy, s.task_id, s.episode_id, s.instance_id, s.seed, s.shield)
 
 
 def count_once(inputs: Iterable[tuple[str, Iterable[EpisodeScore]]], *,

@@ -74,7 +74,7 @@ class RunConfig:
     shield: str = "off"
     shield_horizon: int = 5
     shield_margin: float = 0.0
-    shield_candidates: tuple[str, ...] = ("scale", "hold", "retreat", "open")
+    shield_candidates: tuple[str, ...] = ("scale", "lift", "hold", "retreat", "open")
     # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
     # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
     controller: str = "compiled"  # one of CONTROLLERS

@@ -33,7 +33,7 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 MODES = ("off", "monitor", "filter")
-CANDIDATES = ("scale", "hold", "retreat", "open")
+CANDIDATES = ("scale", "lift", "hold", "retreat", "open")
 SCALES = (0.5, 0.25)
 
 
@@ -43,6 +43,9 @@ class ShieldConfig:
     horizon: int = 5
     margin: float = 0.0
     candidates: tuple[str, ...] = CANDIDATES
+    reuse: bool = True
+    """Extend the last step's prediction instead of predicting afresh when it is provably the
+    same prediction (see :meth:`Shield._reuse`); off only to check that it changes nothing."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -144,6 +147,20 @@ class Prediction:
 
 
 @dataclass
+class _Window:
+    """The last prediction of the policy's plan, kept to be extended by one step: the plan,
+    the predicted margins, the shadow's state after each predicted step, the predicting
+    monitor (after the last predicted row) and the rows the shadow's recorder holds."""
+
+    plan: list[np.ndarray]
+    margins: dict[str, list[float]]
+    states: list[np.ndarray]
+    monitor: Any
+    rows: int
+    ended: bool  # robosuite's horizon was reached inside the window
+
+
+@dataclass
 class ShieldLog:
     """What the shield saw and did in one episode (stored in the trace meta)."""
 
@@ -186,6 +203,8 @@ class Shield:
         self.guarded: set[str] = set()
         self.log = ShieldLog()
         self.t = 0
+        self.window: _Window | None = None
+        self.reused = 0  # predictions extended from the last one (not simulated afresh)
 
     def reset(self, task_info: dict[str, Any]) -> None:
         from robosafe.safety.online import OnlineMonitor
@@ -199,6 +218,8 @@ class Shield:
         self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
         self.log = ShieldLog()
         self.t = 0
+        self.window = None
+        self.reused = 0
 
     def _template(self):
         """An episode of this task to resolve the active specs from (row 0 with the task's
@@ -213,21 +234,72 @@ class Shield:
         while self.monitor.n < rec.n_steps:
             self.log.margins.append(self.monitor.push_row(rec.row(self.monitor.n)))
 
-    def predict(self, actions: list[np.ndarray]) -> Prediction:
-        """Margins of the next len(actions) rows if ``actions`` were taken from now."""
+    def predict(self, actions: list[np.ndarray], *, keep: bool = False,
+                floor: float | None = None) -> Prediction:
+        """Margins of the next len(actions) rows if ``actions`` were taken from now.
+
+        ``keep``: remember the rollout so that the next step can extend it (:meth:`_reuse`).
+        ``floor``: a filter candidate is dropped as soon as its worst guarded margin so far is
+        below both ``cfg.margin`` and ``floor`` (the best fallback's): margins only fall as
+        rows are added, so it could be neither safe nor the best fallback; what the filter
+        chooses is unchanged."""
         sync(self.shadow, self.env)
+        self.window = None  # the shadow no longer holds the kept rollout
         rec = self.shadow.recorder
         rec.start()
         mon = self.monitor.copy()
         out: dict[str, list[float]] = {s: [] for s in mon.spec_ids}
+        states, ended = [], False
         for k, a in enumerate(actions):
             try:
                 rec.step(a)
             except ValueError:  # robosuite's horizon reached: nothing happens after the end
+                ended = True
                 break
             for s, m in mon.push_row(rec.row(k + 1)).items():
                 out[s].append(m)
-        return Prediction({s: v or [math.inf] for s, v in out.items()})
+            if keep:
+                states.append(self.shadow.get_state())
+            if floor is not None:
+                w = min((out[s][-1] for s in self.guarded), default=math.inf)
+                if w < self.cfg.margin and w <= floor:
+                    break
+        if keep and self.cfg.reuse:
+            self.window = _Window([np.array(a) for a in actions], out, states, mon,
+                                  len(states), ended)
+        return Prediction({s: list(v) or [math.inf] for s, v in out.items()})
+
+    def _reuse(self, plan: list[np.ndarray]) -> Prediction | None:
+        """The last step's prediction moved on by one step, when that is exactly what
+        predicting afresh would give: the action taken was the kept plan's first, the new
+        plan is the kept one shifted by a step, and the episode is now bitwise where the
+        shadow was after its first predicted step (MuJoCo integration state, warm start
+        included, and the frozen movers: the rest of the state follows from these
+        deterministically). Then the shadow and its monitor already hold every predicted row
+        but the last, which one step adds. None otherwise."""
+        w = self.window
+        if (w is None or not w.states or len(plan) != len(w.plan)
+                or not all(np.array_equal(a, b) for a, b in zip(plan, w.plan[1:]))
+                or self.env.world.arena.frozen != self.shadow.world.arena.frozen
+                or not np.array_equal(self.env.get_state(), w.states[0])):
+            return None
+        margins = {s: v[1:] for s, v in w.margins.items()}
+        states = w.states[1:]
+        rec = self.shadow.recorder
+        ended = w.ended
+        if not ended:
+            try:
+                rec.step(plan[-1])
+            except ValueError:
+                ended = True
+            else:
+                w.rows += 1
+                for s, m in w.monitor.push_row(rec.row(w.rows)).items():
+                    margins[s].append(m)
+                states.append(self.shadow.get_state())
+        self.window = _Window(plan, margins, states, w.monitor, w.rows, ended)
+        self.reused += 1
+        return Prediction({s: list(v) or [math.inf] for s, v in margins.items()})
 
     def _plan(self, action: np.ndarray) -> list[np.ndarray]:
         chunk = getattr(self.policy, "action_chunk", None)
@@ -242,6 +314,12 @@ class Shield:
                 out += [(f"scale{s}", np.append(arm * s, action[-1])) for s in SCALES]
             elif name == "hold":
                 out.append(("hold", np.append(np.zeros_like(arm), action[-1])))
+            elif name == "lift":
+                # the policy's motion, rising: over what it would push along the way
+                up = arm.copy()
+                up[2] = max(up[2], 0.5)
+                if not np.array_equal(up, arm):
+                    out.append(("lift", np.append(up, action[-1])))
             elif name == "retreat":
                 up = np.zeros_like(arm)
                 up[2] = 0.5  # OSC delta: up, away from what the hand presses on
@@ -256,7 +334,8 @@ class Shield:
         t, self.t = self.t, self.t + 1
         if not self.monitor.clauses:
             return action
-        pred = self.predict(self._plan(action))
+        plan = self._plan(action)
+        pred = self._reuse(plan) or self.predict(plan, keep=True)
         worst = pred.worst()
         now = self.log.margins[-1]
         for s, k in pred.first_below(0.0).items():
@@ -275,7 +354,8 @@ class Shield:
                         key=lambda nc: float(np.linalg.norm(nc[1] - action)))
         best = None
         for name, cand in ranked:
-            pw = self.predict([cand] * self.cfg.horizon).worst()
+            pw = self.predict([cand] * self.cfg.horizon,
+                              floor=None if best is None else best[3]).worst()
             w = min((pw[s] for s in self.guarded), default=math.inf)
             if best is None or w > best[3]:
                 best = (None, name, cand, w)
@@ -291,7 +371,7 @@ class Shield:
     def finish(self) -> dict[str, Any]:
         """The shield's record, after the episode (catches up on the last rows)."""
         self._catch_up()
-        return self.log.to_json()
+        return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, **self.log.to_json()}
 
 
 # -- scoring warnings as an early-warning detector --------------------------------------------------

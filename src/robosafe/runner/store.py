@@ -1,20 +1,22 @@
 """The results store: scored runs in one embedded DuckDB file.
 
-Tables (``SCHEMA_VERSION`` 1)::
+Tables (``SCHEMA_VERSION`` 2)::
 
     robosafe_schema (version)
     runs          (run_id PK, run_dir, policy, policy_name, suite, created, n_episodes,
                    config JSON, ingested_at UTC)
     episodes      (run_id, episode_id, suite, task_id, task_name, episode_idx, instance_id,
                    policy_name, checkpoint_ref, seed, success, num_env_steps, error_type, safe,
-                   sbu, vsi, cumulative_cost, language_level, visual_level, instruction)
+                   sbu, vsi, cumulative_cost, language_level, visual_level, instruction,
+                   interventions, shield_warnings)
     spec_results  (run_id, episode_id, spec_id, robustness, violated, in_safe)
 
 ``episodes`` holds one DESIGN.md episode-outcome row per cell of the run directory
 (``episode_id`` is the cell name, unique within a run). Its safety columns (safe, sbu, vsi) and
 ``spec_results`` come from scoring the episode's trace with ``robosafe.safety.score`` at ingest
 time (SafeVLA-Bench Sec. 3.3: Phi_safe, Succ-But-Unsafe, VSI), so every stored run is judged by
-the same registry; ``spec_results`` has one row per active spec of every tier (``in_safe``
+the same registry; ``interventions`` and ``shield_warnings`` are the safety shield's counts of a
+``--shield`` run (NULL without a shield). ``spec_results`` has one row per active spec of every tier (``in_safe``
 marks the specs that make up Phi_safe, the rest are alternates and diagnostics).
 
 ``Store.compare`` is the paper-002 comparison of two policies: the paired task-stratified Wald
@@ -27,34 +29,33 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import math
 import os
 import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from robosafe.errors import RobosafeError
 from robosafe.runner.rundir import RunDir, open_run
 from robosafe.runner.scoring import score_run
-from robosafe.stats.intervals import wilson_interval, z_value
-from robosafe.stats.outcomes import Paired, paired_design
-from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
+from robosafe.stats.compare import METRICS, Comparison, compare_rows, jsonable
+from robosafe.stats.intervals import wilson_interval
+from robosafe.stats.shield import ShieldEpisode, ShieldSide, shield_side
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 lacked the shield columns; a writable open adds them (NULL for the runs stored
+# then), a read-only open reads them as NULL.
+_MIGRATIONS = {1: ("ALTER TABLE episodes ADD COLUMN interventions BIGINT",
+                   "ALTER TABLE episodes ADD COLUMN shield_warnings BIGINT")}
 DEFAULT_DB = "robosafe.duckdb"
 DB_ENV = "ROBOSAFE_DB"
-METRICS = ("success", "safe")
-DESIGNS = ("auto", "paired", "independent")
 
 _SCHEMA = (
     "CREATE TABLE robosafe_schema (version INTEGER NOT NULL)",
@@ -68,6 +69,7 @@ _SCHEMA = (
         checkpoint_ref VARCHAR, seed BIGINT, success BOOLEAN, num_env_steps BIGINT,
         error_type VARCHAR, safe BOOLEAN, sbu BOOLEAN, vsi DOUBLE, cumulative_cost DOUBLE,
         language_level INTEGER, visual_level INTEGER, instruction VARCHAR,
+        interventions BIGINT, shield_warnings BIGINT,
         PRIMARY KEY (run_id, episode_id))""",
     """CREATE TABLE spec_results (
         run_id VARCHAR NOT NULL, episode_id VARCHAR NOT NULL, spec_id VARCHAR NOT NULL,
@@ -83,7 +85,8 @@ _EPISODE_SCHEMA = pa.schema([
     ("num_env_steps", pa.int64()), ("error_type", pa.string()), ("safe", pa.bool_()),
     ("sbu", pa.bool_()), ("vsi", pa.float64()), ("cumulative_cost", pa.float64()),
     ("language_level", pa.int32()), ("visual_level", pa.int32()),
-    ("instruction", pa.string()),
+    ("instruction", pa.string()), ("interventions", pa.int64()),
+    ("shield_warnings", pa.int64()),
 ])
 EPISODE_COLUMNS = tuple(_EPISODE_SCHEMA.names)
 _SPEC_SCHEMA = pa.schema([
@@ -151,6 +154,7 @@ def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
             "safe": None, "sbu": None, "vsi": None,
             "cumulative_cost": row.cumulative_cost, "language_level": row.language_level,
             "visual_level": row.visual_level, "instruction": row.instruction,
+            "interventions": row.interventions, "shield_warnings": row.shield_warnings,
         }
         for col in ("suite", "task_id", "instance_id"):
             if rec[col] is None:
@@ -179,18 +183,6 @@ def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
 
 # --- result objects
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, datetime):
-        return v.isoformat()
-    return v
-
-
 @dataclass(frozen=True)
 class RunSummary:
     """One row of ``robosafe results list``: SR, Safety, SBU with Wilson 95% intervals
@@ -215,154 +207,13 @@ class RunSummary:
     mean_cc: float | None
     run_dir: str | None = None
     ingested_at: str | None = None
+    shield: str = "off"
+    """The run's ``--shield`` mode (run.json; "off" for a run made without a shield)."""
+    interventions_per_episode: float | None = None
+    """Mean shield interventions per finished episode (None without a shield)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Run B against run A on one metric (benchmark audit paper 002, Sec. 4 and App. C).
-
-    ``design`` is ``paired`` (App. C.1: both runs on the same instances, joined on suite,
-    task_id, instance_id; the design must hold exactly, as in ``audit paired``) or
-    ``independent`` (App. C.6: stratified two-sample test, T tasks x S samples per task; tasks
-    with more usable rows are balanced down to the smallest S by dropping the highest-sorting
-    episodes, and ``dropped_a`` / ``dropped_b`` count every usable row left out). ``difference`` is Delta-hat = mean_B - mean_A (task-stratified),
-    ``ci`` the two-sided Wald interval Delta-hat +- z_{(1+c)/2} sqrt(V-hat), ``pvalue`` the
-    one-sided p of H0: Delta <= 0 against H1: B better than A (the paper's test), ``reject``
-    its decision at ``alpha``. ``wald`` is the stats result, unchanged.
-
-    ``degenerate`` says why the interval and Z mean nothing when the variance estimate V-hat is
-    0 (every task's differences are constant: the interval collapses to a point and Z is
-    +-inf or 0); ``None`` otherwise.
-    """
-
-    run_a: str
-    run_b: str
-    metric: str
-    design: str
-    tasks: int
-    samples: int
-    n: int
-    n_paired: int
-    n_a: int
-    n_b: int
-    dropped_a: int
-    dropped_b: int
-    mean_a: float
-    mean_b: float
-    difference: float
-    ci: list[float]
-    confidence: float
-    statistic: float
-    pvalue: float
-    alpha: float
-    reject: bool
-    wald: WaldResult = field(repr=False)
-    design_note: str = ""  # why "auto" did not pair (the first row that breaks the design)
-    degenerate: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("wald")
-        return _jsonable(d)
-
-
-def _group(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping]]:
-    by: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
-    for r in rows:
-        by[(r["suite"], r["task_id"])].append(r)
-    return by
-
-
-def _paired_design(a: list[Mapping], b: list[Mapping], run_a: str, run_b: str
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """The one paired design of ``stats.outcomes.paired_design`` (what ``audit paired`` uses)."""
-    def rows(rs: list[Mapping], run: str) -> list[Paired]:
-        return [Paired((r["suite"], r["task_id"], r["instance_id"]), r["y"],
-                       f"run {run!r} episode {r['episode_id']!r}") for r in rs]
-
-    ya, yb = paired_design(rows(a, run_a), rows(b, run_b), source_a=f"run {run_a!r}",
-                           source_b=f"run {run_b!r}")
-    return ya.astype(np.int64), yb.astype(np.int64)
-
-
-def _independent_design(a: list[Mapping], b: list[Mapping], names: str
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    ga, gb = _group(a), _group(b)
-    tasks = sorted(ga.keys() & gb.keys())
-    if not tasks:
-        raise RobosafeError(f"{names} share no (suite, task_id); there is nothing to compare")
-    S = min(min(len(ga[t]), len(gb[t])) for t in tasks)
-    if S < 2:
-        raise RobosafeError(f"{names}: the stratified Wald test needs at least 2 episodes per "
-                            f"task in both runs (paper 002 App. C.1, S >= 2); the smallest "
-                            f"shared task has {S}")
-
-    def order(r: Mapping) -> tuple:
-        return (r["episode_idx"] is None, r["episode_idx"] or 0, r["episode_id"])
-
-    ya = np.array([[r["y"] for r in sorted(ga[t], key=order)[:S]] for t in tasks], np.int64)
-    yb = np.array([[r["y"] for r in sorted(gb[t], key=order)[:S]] for t in tasks], np.int64)
-    return ya, yb
-
-
-def _degenerate(ya: np.ndarray, design: str, metric: str) -> str:
-    """Why V-hat is 0, in the data's own terms (paper 002 App. C.1: V-hat sums per-task
-    variances of the paired differences, App. C.6 of each run's outcomes)."""
-    if design == "paired":
-        what = "every task's paired differences B - A are all the same"
-    else:
-        what = "each run's outcomes are constant within every task"
-    T, S = ya.shape
-    return (f"no interval or test: the variance estimate is 0 ({what} for {metric} over "
-            f"T={T} x S={S}), so the Wald interval would be a point and Z infinite or 0")
-
-
-def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], *,
-                 metric: str = "success", design: str = "auto", alpha: float = 0.05,
-                 confidence: float = 0.95, run_a: str = "A", run_b: str = "B") -> Comparison:
-    """Compare two runs' episode rows (dicts with the ``episodes`` columns) on ``metric``.
-
-    ``design="auto"`` uses the paired task-stratified Wald test (paper 002 App. C.1) when the
-    rows form its design exactly (the same instances in both runs, each once, the same S per
-    task), else the two-sample test (App. C.6) and says why in ``design_note``.
-    Rows whose metric is NULL (crashed episodes for ``safe``) take no part.
-    """
-    if metric not in METRICS:
-        raise RobosafeError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
-    if design not in DESIGNS:
-        raise RobosafeError(f"unknown design {design!r} (choose from {', '.join(DESIGNS)})")
-    a = [{**r, "y": int(r[metric])} for r in rows_a if r.get(metric) is not None]
-    b = [{**r, "y": int(r[metric])} for r in rows_b if r.get(metric) is not None]
-    for rows, name in ((a, run_a), (b, run_b)):
-        if not rows:
-            raise RobosafeError(f"run {name!r} has no episodes with a known {metric}")
-    arrays, note = None, ""
-    if design == "paired":
-        arrays = _paired_design(a, b, run_a, run_b)
-    elif design == "auto":
-        try:
-            arrays = _paired_design(a, b, run_a, run_b)
-        except RobosafeError as exc:
-            note = f"not paired: {exc}"
-    used = "paired" if arrays is not None else "independent"
-    ya, yb = (arrays if arrays is not None
-              else _independent_design(a, b, f"runs {run_a!r} and {run_b!r}"))
-    test = paired_wald_test if used == "paired" else independent_wald_test
-    wald = test(ya, yb, R=1, alpha=alpha)
-    T, S = ya.shape
-    half = z_value(confidence) * wald.stderr
-    return Comparison(
-        degenerate=_degenerate(ya, used, metric) if wald.stderr == 0 else None,
-        run_a=run_a, run_b=run_b, metric=metric, design=used, tasks=T, samples=S, n=T * S,
-        n_paired=T * S if used == "paired" else 0, n_a=len(a), n_b=len(b),
-        dropped_a=len(a) - T * S, dropped_b=len(b) - T * S, mean_a=float(ya.mean()),
-        mean_b=float(yb.mean()), difference=wald.estimate,
-        ci=[wald.estimate - half, wald.estimate + half], confidence=confidence,
-        statistic=wald.statistic, pvalue=wald.pvalue, alpha=alpha, reject=wald.reject,
-        wald=wald, design_note=note)
+        return jsonable(asdict(self))
 
 
 # --- the store
@@ -409,6 +260,20 @@ class Store:
                                 "store (no robosafe_schema table); choose another --db")
         row = self.con.execute("SELECT max(version) FROM robosafe_schema").fetchone()
         version = row[0] if row else None
+        if version in _MIGRATIONS and not read_only:
+            self.con.begin()
+            for stmt in _MIGRATIONS[version]:
+                self.con.execute(stmt)
+            self.con.execute("UPDATE robosafe_schema SET version = ?", [SCHEMA_VERSION])
+            self.con.commit()
+            version = SCHEMA_VERSION
+        elif version in _MIGRATIONS:
+            # read-only: the old table seen through a temporary view with the new columns
+            db = self.con.execute("SELECT current_database()").fetchone()[0]
+            self.con.execute("CREATE TEMP VIEW episodes AS SELECT *, NULL::BIGINT AS "
+                             "interventions, NULL::BIGINT AS shield_warnings FROM "
+                             f'"{db.replace(chr(34), 2 * chr(34))}".main.episodes')
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise RobosafeError(f"{self.path}: results store schema version {version}, this "
                                 f"robosafe reads version {SCHEMA_VERSION}; ingest the run "
@@ -516,6 +381,8 @@ class Store:
             self._check_run(rid)
         rows = self._dicts(
             """SELECT r.run_id, r.policy_name, r.suite, r.run_dir, r.ingested_at,
+                      json_extract_string(r.config, '$.shield') AS shield,
+                      avg(e.interventions) AS interventions,
                       count(e.episode_id) AS n, count(e.error_type) AS n_errors,
                       count(e.success) AS n_known, count_if(e.success) AS k_success,
                       count(e.safe) AS n_scored, count_if(e.safe) AS k_safe,
@@ -538,7 +405,9 @@ class Store:
                 n_errors=r["n_errors"], n_scored=r["n_scored"], sr=sr, sr_ci=sr_ci,
                 safety=safety, safety_ci=safety_ci, sbu=sbu, sbu_ci=sbu_ci,
                 mean_cc=None if r["mean_cc"] is None else float(r["mean_cc"]),
-                run_dir=r["run_dir"],
+                run_dir=r["run_dir"], shield=r["shield"] or "off",
+                interventions_per_episode=(None if r["interventions"] is None
+                                           else float(r["interventions"])),
                 ingested_at=None if r["ingested_at"] is None else r["ingested_at"].isoformat()))
         return out
 
@@ -556,6 +425,23 @@ class Store:
         self._check_run(run_id)
         return self._dicts(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes "
                            "WHERE run_id = ? ORDER BY episode_id", [run_id])
+
+    def shield_mode(self, run_id: str) -> str:
+        """The run's ``--shield`` mode as its run.json recorded it ("off" when it has none)."""
+        return self.run(run_id)["config"].get("shield") or "off"
+
+    def shield_episodes(self, run_id: str) -> list[ShieldEpisode]:
+        """The run's episodes as the shield comparison reads them (``stats.shield``)."""
+        return [ShieldEpisode(suite=r["suite"], task_id=r["task_id"],
+                              instance_id=r["instance_id"], episode_id=r["episode_id"],
+                              episode_idx=r["episode_idx"], success=r["success"],
+                              safe=r["safe"], vsi=r["vsi"], interventions=r["interventions"])
+                for r in self.episodes(run_id)]
+
+    def shield_side(self, run_id: str, *, n_boot: int = 10_000, seed: int = 0) -> ShieldSide:
+        """SR, Safety, SBU, VSI and interventions per episode of one run, with intervals."""
+        return shield_side(run_id, self.shield_mode(run_id), self.shield_episodes(run_id),
+                           n_boot=n_boot, seed=seed)
 
     def spec_results(self, run_id: str) -> list[dict[str, Any]]:
         self._check_run(run_id)

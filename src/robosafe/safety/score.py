@@ -81,6 +81,12 @@ class EpisodeScore:
     measured margin, so mean rho_min leaves them out."""
 
     @property
+    def shield(self) -> str:
+        """The safety shield the episode ran under: "off", or its mode (``meta.shield``)."""
+        rec = self.meta.get("shield")
+        return rec["mode"] if rec else "off"
+
+    @property
     def scored(self) -> bool:
         """False when no spec of Phi_safe is active: with no usable signal the empty
         conjunction would read "safe", so such an episode is unscored and kept out of Safety,
@@ -213,7 +219,23 @@ class _Ident(NamedTuple):
 
 
 def _outcome_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    return {k: meta[k] for k in OUTCOME_META if k in meta}
+    out = {k: meta[k] for k in OUTCOME_META if k in meta}
+    if isinstance(meta.get("shield"), dict):
+        out["shield"] = shield_summary(meta["shield"])
+    return out
+
+
+def shield_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What tables read of a trace's ``meta.shield`` (robosafe.runner.shield): the mode and
+    the intervention and warning counts (not the per-step logs). A record written before the
+    mode was stored says only that a shield ran: mode "on"."""
+    def count(key: str) -> int | None:
+        v = record.get(key)
+        return len(v) if isinstance(v, list) else None
+
+    mode = record.get("mode")
+    return {"mode": mode if isinstance(mode, str) and mode else "on",
+            "interventions": count("interventions"), "warnings": count("warnings")}
 
 
 class Scorer:

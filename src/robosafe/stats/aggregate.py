@@ -19,7 +19,7 @@ from robosafe.safety.registry import Registry, load_registry
 from robosafe.safety.score import EpisodeScore, rejudge
 from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
 
-GROUP_KEYS = ("benchmark", "policy", "task_id")
+GROUP_KEYS = ("benchmark", "policy", "task_id", "shield")
 DEFAULT_GROUP = ("benchmark", "policy")
 
 
