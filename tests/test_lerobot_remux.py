@@ -10,8 +10,6 @@ declare, re-encodes the camera and says so in one line.
 import json
 import os
 import shutil
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,18 +19,13 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from conftest import run_robosafe as cli
+
 av = pytest.importorskip("av")
 FPS = 20  # the simulator's control rate
 STEPS = 9  # env steps per episode: 10 trace rows, 10 frames
 CAMS = ("agentview", "robot0_eye_in_hand")
 COPIED = "copied from the run's videos (no re-encode)"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 @pytest.fixture(scope="module")
