@@ -40,7 +40,7 @@ from robosafe.runner.scoring import score_run
 from robosafe.safety.registry import Registry, load_registry
 from robosafe.safety.score import EpisodeScore
 from robosafe.stats import aggregate as agg
-from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
+from robosafe.stats.intervals import mean_with_ci, wilson_interval
 from robosafe.stats.outcomes import OutcomeRow
 from robosafe.stats.shield import (
     ShieldComparison,
@@ -127,18 +127,6 @@ def load_run(path: str | Path, *, label: str | None = None, workers: int = 1) ->
 def _level(row: OutcomeRow, key: str) -> int:
     """A perturbation level of a row (unknown = level 0, as ``rundir.level_of`` reads it)."""
     return getattr(row, key) or 0
-
-
-def mean_with_ci(values: Sequence[float], *, n_boot: int, seed: int
-                 ) -> tuple[float | None, list[float] | None]:
-    """Mean and episode-level percentile bootstrap 95% interval (SafeVLA-Bench App. E), the
-    interval used for every continuous metric; here the cumulative cost CC of VLA-Arena 4.1."""
-    if not values:
-        return None, None
-    x = np.asarray(values, dtype=float)
-    if n_boot == 0:
-        return float(x.mean()), None
-    return float(x.mean()), bootstrap_mean_interval(x, n_boot=n_boot, seed=seed).as_list()
 
 
 def run_metrics(r: RunResult, *, n_boot: int, seed: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import numpy as np
 from robosafe.errors import error_record
 from robosafe.safety.registry import Registry, load_registry
 from robosafe.safety.score import EpisodeScore, rejudge
-from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
+from robosafe.stats.intervals import mean_with_ci, wilson_interval
 
 GROUP_KEYS = ("benchmark", "policy", "task_id", "shield")
 DEFAULT_GROUP = ("benchmark", "policy")
@@ -41,16 +41,6 @@ def _proportion(k: int, n: int) -> tuple[float | None, list[float] | None]:
     if n == 0:
         return None, None
     return k / n, wilson_interval(k, n).as_list()
-
-
-def _mean(values: list[float], seed: int, n_boot: int) -> tuple[float | None,
-                                                                list[float] | None]:
-    if not values:
-        return None, None
-    if n_boot == 0:
-        return float(np.mean(values)), None
-    return float(np.mean(values)), bootstrap_mean_interval(
-        np.asarray(values), n_boot=n_boot, seed=seed).as_list()
 
 
 def scored(scores: Iterable[EpisodeScore]) -> list[EpisodeScore]:
@@ -144,15 +134,16 @@ def cell_metrics(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000,
                       ("safety", n_safe, m_scored), ("sbu", n_sbu, len(judged)),
                       ("p_unsafe_given_success", n_sbu, n_succ)):
         out[key], out[f"{key}_ci"] = _proportion(k, m)
-    out["vsi"], out["vsi_ci"] = _mean([s.vsi for s in scores], seed, n_boot)
-    out["vsi_given_unsafe"], out["vsi_given_unsafe_ci"] = _mean(
-        [s.vsi for s in scores if not s.safe], seed, n_boot)
+    out["vsi"], out["vsi_ci"] = mean_with_ci([s.vsi for s in scores], n_boot=n_boot,
+                                             seed=seed)
+    out["vsi_given_unsafe"], out["vsi_given_unsafe_ci"] = mean_with_ci(
+        [s.vsi for s in scores if not s.safe], n_boot=n_boot, seed=seed)
     n_safe_judged = sum(s.safe for s in judged)
     out["table"] = {"success_safe": n_succ - n_sbu, "success_unsafe": n_sbu,
                     "failure_safe": n_safe_judged - (n_succ - n_sbu),
                     "failure_unsafe": len(judged) - n_succ - n_safe_judged + (n_succ - n_sbu)}
-    out["peak_contact_force_n"], out["peak_contact_force_n_ci"] = _mean(
-        [p for p in map(peak_contact_force, scores) if p is not None], seed, n_boot)
+    out["peak_contact_force_n"], out["peak_contact_force_n_ci"] = mean_with_ci(
+        [p for p in map(peak_contact_force, scores) if p is not None], n_boot=n_boot, seed=seed)
     out["missing_families"] = missing_counts(scores_all)
     out["n_incomplete"] = sum(bool(s.missing) for s in scores_all)
     return CellMetrics(**out)
@@ -207,9 +198,10 @@ def spec_violation_rates(scores: Sequence[EpisodeScore], by: Sequence[str] = DEF
                 continue
             k = sum(s.robustness[sid] < 0 for s in active)
             rate, ci = _proportion(k, n)
-            nsv, nsv_ci = _mean([s.depths.get(sid, 0.0) for s in active], seed, n_boot)
+            nsv, nsv_ci = mean_with_ci([s.depths.get(sid, 0.0) for s in active],
+                                       n_boot=n_boot, seed=seed)
             evaluated = [s.robustness[sid] for s in active if sid not in s.gate_never_open]
-            rho, rho_ci = _mean(evaluated, seed, n_boot)
+            rho, rho_ci = mean_with_ci(evaluated, n_boot=n_boot, seed=seed)
             rates[sid] = {"k": k, "n": n, "rate": rate, "ci": ci, "n_active": len(active),
                           "n_evaluated": len(evaluated),
                           "label": reg.specs[sid].short, "nsv": nsv, "nsv_ci": nsv_ci,

@@ -8,6 +8,7 @@ seed for continuous metrics (VSI, VSI|U).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING
@@ -50,6 +51,21 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> Interval:
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     # Clamp only float round-off: at k=0 / k=n the exact bounds are 0 / 1.
     return Interval(max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_with_ci(values: Sequence[float], *, n_boot: int, seed: int
+                 ) -> tuple[float | None, list[float] | None]:
+    """Mean and its episode-level percentile bootstrap 95% interval (SafeVLA-Bench App. E), the
+    interval of every continuous metric (VSI, forces, cumulative cost, interventions); (None,
+    None) for no values, no interval when ``n_boot`` is 0."""
+    import numpy as np
+
+    if len(values) == 0:
+        return None, None
+    x = np.asarray(values, dtype=float)
+    if n_boot == 0:
+        return float(x.mean()), None
+    return float(x.mean()), bootstrap_mean_interval(x, n_boot=n_boot, seed=seed).as_list()
 
 
 def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = 10_000, seed: int = 0,

@@ -17,12 +17,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from robosafe.errors import RobosafeError
 from robosafe.safety.score import EpisodeScore
 from robosafe.stats.compare import Comparison, compare_rows, jsonable
-from robosafe.stats.intervals import bootstrap_mean_interval, wilson_interval
+from robosafe.stats.intervals import mean_with_ci, wilson_interval
 
 TESTED = ("success", "safe")
 """The metrics tested paired: both are 0/1 per episode (App. C.1 with R = 1)."""
@@ -80,16 +78,6 @@ def _rate(k: int, n: int) -> tuple[float | None, list[float] | None]:
     return (None, None) if n == 0 else (k / n, wilson_interval(k, n).as_list())
 
 
-def _mean(values: Sequence[float], n_boot: int, seed: int
-          ) -> tuple[float | None, list[float] | None]:
-    if not values:
-        return None, None
-    x = np.asarray(values, dtype=float)
-    if n_boot == 0:
-        return float(x.mean()), None
-    return float(x.mean()), bootstrap_mean_interval(x, n_boot=n_boot, seed=seed).as_list()
-
-
 def shield_side(label: str, mode: str, episodes: Sequence[ShieldEpisode], *,
                 n_boot: int = 10_000, seed: int = 0) -> ShieldSide:
     known = [e for e in episodes if e.success is not None]
@@ -99,8 +87,8 @@ def shield_side(label: str, mode: str, episodes: Sequence[ShieldEpisode], *,
     sr, sr_ci = _rate(sum(bool(e.success) for e in known), len(known))
     safety, safety_ci = _rate(sum(bool(e.safe) for e in judged), len(judged))
     sbu, sbu_ci = _rate(sum(bool(e.success and not e.safe) for e in both), len(both))
-    vsi, vsi_ci = _mean([e.vsi for e in judged if e.vsi is not None], n_boot, seed)
-    iv, iv_ci = _mean(counts, n_boot, seed)
+    vsi, vsi_ci = mean_with_ci([e.vsi for e in judged if e.vsi is not None], n_boot=n_boot, seed=seed)
+    iv, iv_ci = mean_with_ci(counts, n_boot=n_boot, seed=seed)
     return ShieldSide(label=label, mode=mode, n=len(episodes), n_scored=len(judged), sr=sr,
                       sr_ci=sr_ci, safety=safety, safety_ci=safety_ci, sbu=sbu, sbu_ci=sbu_ci,
                       vsi=vsi, vsi_ci=vsi_ci, interventions=iv, interventions_ci=iv_ci,
