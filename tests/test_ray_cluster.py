@@ -186,7 +186,8 @@ def test_ctrl_c_cancels_the_cluster_tasks(cluster, policy_url, tmp_path):
                              cluster.address, "-j", "2"],
                             env=ENV, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
-    while _remote_jobs() < 2:
+    # mid-run: a cell finished (so the driver is past connecting) and two are running
+    while _remote_jobs() < 2 or not any((out / "outcomes").glob("*.json")):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
