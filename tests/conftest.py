@@ -39,3 +39,12 @@ def run_robosafe(*args: object, cwd: str | Path | None = None, env: dict | None 
 def cli():
     """The `run_robosafe` helper, for tests and fixtures."""
     return run_robosafe
+
+
+# A shell starts background jobs with SIGINT ignored, and an ignored SIGINT is inherited across
+# exec: the Ctrl-C tests (SIGINT to a robosafe process, interrupt_main) would then test nothing
+# and fail. A user's Ctrl-C reaches a process in a terminal, so the tests run as in one.
+import signal as _signal
+
+if _signal.getsignal(_signal.SIGINT) is _signal.SIG_IGN:
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
