@@ -134,3 +134,23 @@ def test_vla_arena_assets_not_found_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("ROBOSAFE_VLA_ARENA_ASSETS", str(tmp_path / "nowhere"))
     with pytest.raises(RobosafeError, match="ROBOSAFE_VLA_ARENA_ASSETS=.*not a directory"):
         arena_root()
+
+
+def test_a_mesh_named_outside_the_assets_folder_is_not_read(arena_dir, monkeypatch, caplog):
+    """Asset folders come from elsewhere: a file an XML names past its root is missing, said in
+    one warning, never opened (the stand-in is built)."""
+    from robosafe.sim.env import TaskEnv
+
+    monkeypatch.setattr(sim_env, "_WARNED", set())
+    (arena_dir.parent / "outside.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    lemon = arena_dir / "stable_scanned_objects" / "lemon" / "lemon.xml"
+    lemon.write_text(LEMON.replace("visual/lemon.obj", "../../../outside.obj"))
+    path = arena_dir.parent / "task.bddl"
+    path.write_text(TASK)
+    env = TaskEnv(path, assets="vla-arena", render=False)
+    env.reset(seed=0)
+    assert env.arena.assets["lemon_1"].source == "stand-in"
+    env.close()
+    lines = [r.getMessage() for r in caplog.records
+             if r.levelname == "WARNING" and "lemon_1" in r.getMessage()]
+    assert len(lines) == 1 and "outside.obj not found" in lines[0]

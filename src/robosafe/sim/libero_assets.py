@@ -101,7 +101,14 @@ def _roots(source: str) -> tuple[Path, ...]:
 
 
 def _find(rel: str | Path, roots: tuple[Path, ...]) -> Path | None:
-    return next((r / rel for r in roots if (r / rel).is_file()), None)
+    """The first root holding ``rel``; a name an asset file gives that leaves its root (``..``
+    past it, an absolute path, a symlink out) is not found there, so it is reported missing
+    rather than read: asset folders come from elsewhere."""
+    for r in roots:
+        path = (r / rel).resolve()
+        if path.is_relative_to(r.resolve()) and path.is_file():
+            return r / rel
+    return None
 
 
 def real_key(source: str, name: str, canonical: str) -> str | None:
