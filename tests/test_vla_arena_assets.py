@@ -15,7 +15,7 @@ import pytest
 import robosafe.sim.env as sim_env
 from robosafe.errors import RobosafeError
 from robosafe.sim.assets import make_asset
-from robosafe.sim.libero_assets import arena_root, source_frame
+from robosafe.sim.libero_assets import arena_root, missing_file, source_frame
 
 # VLA-Arena's layout (stable_scanned_objects/<name>/<name>.xml), robosuite's default classes,
 # a visual geom with a density (MuJoCo counts it in the mass, as VLA-Arena's env does)
@@ -154,3 +154,23 @@ def test_a_mesh_named_outside_the_assets_folder_is_not_read(arena_dir, monkeypat
     lines = [r.getMessage() for r in caplog.records
              if r.levelname == "WARNING" and "lemon_1" in r.getMessage()]
     assert len(lines) == 1 and "outside.obj not found" in lines[0]
+
+
+def test_an_assets_folder_of_symlinks_is_read_through_them(tmp_path, monkeypatch):
+    """scripts/vla-arena-env.sh lays VLA-Arena's assets folder as symlinks into LIBERO's files
+    and VLA-Arena's own: a link inside the folder is its layout, so its target is used (the
+    real asset, not a stand-in)."""
+    real = tmp_path / "elsewhere" / "lemon"
+    real.mkdir(parents=True)
+    (real / "visual").mkdir(parents=True)
+    (real / "lemon.xml").write_text(LEMON)
+    (real / "visual" / "lemon.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\n"
+                                               "f 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    farm = tmp_path / "farm" / "stable_scanned_objects" / "lemon"
+    (farm / "visual").mkdir(parents=True)
+    for rel in ("lemon.xml", "visual/lemon.obj"):  # as cp -rs lays it: folders, file links
+        (farm / rel).symlink_to(real / rel)
+    monkeypatch.setenv("ROBOSAFE_VLA_ARENA_ASSETS", str(tmp_path / "farm"))
+    assert missing_file("vla-arena", "lemon") is None
+    asset = make_asset("lemon", "lemon_1", source="vla-arena", real_key="lemon", fixed=True)
+    assert asset.source == "vla-arena"

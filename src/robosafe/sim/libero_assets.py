@@ -101,14 +101,14 @@ def _roots(source: str) -> tuple[Path, ...]:
 
 
 def _find(rel: str | Path, roots: tuple[Path, ...]) -> Path | None:
-    """The first root holding ``rel``; a name an asset file gives that leaves its root (``..``
-    past it, an absolute path, a symlink out) is not found there, so it is reported missing
-    rather than read: asset folders come from elsewhere."""
-    for r in roots:
-        path = (r / rel).resolve()
-        if path.is_relative_to(r.resolve()) and path.is_file():
-            return r / rel
-    return None
+    """The first root holding ``rel``. A name an asset file gives that leaves its root (``..``
+    past it, an absolute path) is not found there, so it is reported missing rather than read:
+    asset files come from elsewhere. Symlinks inside a root are followed: they are the folder's
+    own layout (``scripts/vla-arena-env.sh`` builds VLA-Arena's as links into LIBERO's files)."""
+    name = os.path.normpath(rel)
+    if os.path.isabs(name) or name == ".." or name.startswith(".." + os.sep):
+        return None
+    return next((r / name for r in roots if (r / name).is_file()), None)
 
 
 def real_key(source: str, name: str, canonical: str) -> str | None:
