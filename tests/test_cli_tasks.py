@@ -1,6 +1,7 @@
 """`robosafe tasks` commands as real processes."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,35 @@ def test_fmt_json_reports_changes(tmp_path):
     copy.write_text(EXAMPLES[0].read_text() + "\n; trailing comment\n")
     out = json.loads(run("tasks", "fmt", str(copy), "--json").stdout)
     assert out["changed"] and parse_task(out["text"]) == parse_file(copy)
+
+
+CROWDED = """
+(define (problem Crowded)
+  (:domain robosuite)
+  (:language put a plate on the other)
+  (:regions (spot (:target main_table) (:ranges ((0.0 0.0 0.0 0.0)))))
+  (:fixtures main_table - table)
+  (:objects plate_1 plate_2 - plate)
+  (:init (On plate_1 main_table_spot) (On plate_2 main_table_spot))
+  (:goal (And (On plate_1 plate_2)))
+)
+"""
+
+
+@pytest.mark.sim
+def test_check_build_builds_and_resets_each_valid_file_and_names_one_that_cannot(tmp_path):
+    """--build: what a run needs. Two plates in one point region validate but cannot both be
+    placed: one error line naming the file, exit 2, the other file still built."""
+    good = next(p for p in EXAMPLES if p.name == "libero_pick_place.bddl")
+    crowded = tmp_path / "crowded.bddl"
+    crowded.write_text(CROWDED)
+    egl = {**os.environ, "MUJOCO_GL": "egl"}
+    proc = run("tasks", "check", "--build", "--json", str(crowded), str(good), env=egl)
+    assert proc.returncode == 2
+    built = {Path(r["file"]).name: r["built"] for r in json.loads(proc.stdout)}
+    assert built == {"crowded.bddl": False, "libero_pick_place.bddl": True}
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+    assert len(errors) == 1 and "crowded.bddl" in errors[0], proc.stderr
+    assert "cannot place plate_2" in errors[0]
+    proc = run("tasks", "check", "--build", str(good), env=egl)
+    assert proc.returncode == 0 and "libero_pick_place.bddl: ok, built and reset" in proc.stdout

@@ -224,3 +224,39 @@ def test_missing_assets_is_one_line(tmp_path, monkeypatch):
     proc = run_robosafe("run", "--suite", "demo", "--policy", "zero", "--assets", "meshy",
                         "--out", tmp_path / "r", cwd=REPO)
     assert proc.returncode != 0 and "--assets" in proc.stderr
+
+
+# Categories LIBERO's libero_10 / libero_90 scenes use beyond the demo suites, with the region
+# sites their files name (desk_caddy_1_back_contain_region, wine_rack_1_top_region, ...)
+LIBERO_SCENE_OBJECTS = {
+    "chefmate_8_frypan": set(), "black_book": set(), "yellow_book": set(),
+    "new_salad_dressing": set(), "wooden_tray": {"contain_region"},
+    "wine_rack": {"top_region"}, "wooden_two_layer_shelf": {"top_region", "bottom_region",
+                                                            "top_side"},
+    "desk_caddy": {"front_contain_region", "back_contain_region", "left_contain_region",
+                   "right_contain_region"}}
+
+
+@pytest.mark.parametrize("name", sorted(LIBERO_SCENE_OBJECTS))
+def test_stand_in_has_liberos_size_and_the_sites_its_files_name(name):
+    """The stand-in (no extra installed) is LIBERO's object to within 8 mm a side and carries
+    the same named sites, so a LIBERO file runs the same with either."""
+    stand, real = make_asset(name, "x"), make_asset(name, "x", source="libero")
+    assert stand.source == "stand-in" and real.source == "libero"
+    assert np.allclose(stand.category.half_extents, real.category.half_extents, atol=0.008)
+    assert LIBERO_SCENE_OBJECTS[name] <= set(stand.named_sites) & set(real.named_sites)
+
+
+def test_frypan_handle_points_along_plus_y_as_libero_turns_it():
+    """LIBERO's scenes show the pan turned a quarter turn (body quaternion (0.7071, 0, 0,
+    0.7071) after reset): the handle, part 1, lies along +y on both builds."""
+    for source in ("stand-in", "libero"):
+        asset = make_asset("chefmate_8_frypan", "pan", source=source, fixed=True)
+        m = mujoco.MjModel.from_xml_string(asset.xml)
+        d = mujoco.MjData(m)
+        mujoco.mj_forward(m, d)
+        # compiled alone, the geoms carry no "pan_" prefix (the world adds it)
+        body, handle = ([d.geom_xpos[m.geom(n.removeprefix("pan_")).id]
+                         for n in asset.part_geoms[part]] for part in (0, 1))
+        dx, dy, _ = np.mean(handle, 0) - np.mean(body, 0)  # handle from the pan's body
+        assert dy > 0.08 and abs(dx) < 0.01, (source, dx, dy)

@@ -94,7 +94,9 @@ def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
 @pytest.mark.slow
 def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_runs(tmp_path):
     out = tmp_path / "r"
-    args = ["run", "--task", CAR, "--policy", "random", "-n", "6", "--horizon", "60",
+    # far more episodes than the test waits for: the first writer is killed, never let finish
+    # (a loaded machine once let 6 short episodes end between the two refused commands)
+    args = ["run", "--task", CAR, "--policy", "random", "-n", "1000", "--horizon", "60",
             "--out", str(out)]
     first = subprocess.Popen([sys.executable, "-m", "robosafe", *args],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -27,6 +27,7 @@ from robosafe.tasks import (
     validate_task,
     write_task,
 )
+from robosafe.tasks.ast import atoms
 from robosafe.tasks.parser import IMAGE_KEYS, MOTION_ATTRS, MOTION_TYPES, NOISE_PARAMS
 
 EXAMPLES = TASK_EXAMPLES
@@ -148,6 +149,12 @@ noise = st.sampled_from(sorted(NOISE_PARAMS)).flatmap(lambda k: st.tuples(
     *[floats] * len(NOISE_PARAMS[k])).map(lambda v: Noise(k, v)))
 language = st.lists(st.from_regex(r"[A-Za-z0-9,.'!?:\-]{1,8}", fullmatch=True),
                     max_size=6).map(" ".join)
+def _kept_region(r: Region, p: Problem) -> bool:
+    declared = {d.name for d in (*p.fixtures, *p.objects)}
+    args = [str(a) for f in (*p.init, p.goal, p.cost) for atom in atoms(f) for a in atom.args]
+    return r.target in declared or any(a == r.name or a.endswith(f"_{r.name}") for a in args)
+
+
 problems = st.builds(
     Problem, names, names, language, formulas,
     regions=st.lists(regions, max_size=3).map(tuple),
@@ -163,8 +170,10 @@ problems = st.builds(
     random_color=st.none() | st.booleans(),
     control_freq=st.none() | st.floats(min_value=1e-3, max_value=1e6)).map(
     # What the parser reads back unchanged: regions unique per target (a later duplicate
-    # replaces the earlier one) and :obj_of_interest naming declared things (others dropped).
-    lambda p: replace(p, regions=tuple({r.ref: r for r in p.regions}.values()),
+    # replaces the earlier one) and on a declared target unless a predicate argument names
+    # them, :obj_of_interest naming declared things (others dropped).
+    lambda p: replace(p, regions=tuple(r for r in {r.ref: r for r in p.regions}.values()
+                                       if _kept_region(r, p)),
                       obj_of_interest=tuple(d.name for d in (*p.fixtures, *p.objects))[
                           :len(p.obj_of_interest)]))
 

@@ -171,6 +171,24 @@ def test_region_on_undefined_target():
     assert "'table_plate_region'" in cascade.message
 
 
+def test_unnamed_region_on_undeclared_target_is_dropped_with_one_warning():
+    """LIBERO's libero_goal files declare (right_region (:target bowl_drainer_1)) with no bowl
+    drainer and no predicate naming it: LIBERO builds nothing for it, robosafe says so once."""
+    text = BASE.replace("  )\n  (:fixtures", "    (right_region (:target bowl_drainer_1))\n  )\n"
+                        "  (:fixtures", 1)
+    p = parse_task(text)
+    assert [r.ref for r in p.regions] == ["table_plate_region"]
+    assert validate_task(p) == []
+    line, col = where(text, "bowl_drainer_1")
+    assert p.warnings == ((f"<text>:{line}:{col}: region 'right_region' targets 'bowl_drainer_1', "
+                          "which the file does not declare, and no predicate names it: LIBERO "
+                          "and VLA-Arena build nothing for it; robosafe ignores it"),)
+    # named by a predicate, the same region is kept and its target reported
+    named = text.replace("(Fall plate_1)", "(Fall plate_1) (In apple_1 bowl_drainer_1_right_region)")
+    assert any("targets undefined object or fixture 'bowl_drainer_1'" in e.message
+               for e in validate_task(parse_task(named)))
+
+
 def test_moving_object_must_be_a_declared_object():
     one("(car_1 (:motion_type", "(bus_1 (:motion_type", "bus_1",
         "moving object 'bus_1' is not declared in (:objects ...)")

@@ -127,6 +127,46 @@ def test_round_footprints_compare_radii_as_libero_does():
     assert overlap(Footprint(0, 0, 0, 0.05, 0.05, True), Footprint(0.09, 0, 0, 0.05, 0.05, True))
 
 
+PLATE_BY_BOWL = """
+(define (problem Plate_By_Bowl)
+  (:domain robosuite)
+  (:language pick up the black bowl and place it on the plate)
+  (:regions
+    (next_to_plate_region (:target main_table) (:ranges ((0.0 0.3 0.02 0.32))))
+    (plate_region (:target main_table) (:ranges ((0.05 0.19 0.07 0.21))))
+  )
+  (:fixtures main_table - table)
+  (:objects akita_black_bowl_1 - akita_black_bowl plate_1 - plate)
+  (:init (On akita_black_bowl_1 main_table_next_to_plate_region)
+         (On plate_1 main_table_plate_region))
+  (:goal (And (On akita_black_bowl_1 plate_1)))
+)
+"""
+
+
+def test_a_plate_its_region_puts_under_a_bowls_rim_is_placed_by_liberos_rule(caplog):
+    """libero_spatial's layout: the plate's 2 cm region is 9.5-14.8 cm from the bowl's, less
+    than the two footprints' radii (10 + 7 cm), so no spot is free. LIBERO compares centre
+    distances with its horizontal radius (0.0354 m each), which every spot here clears (>= 0.095
+    m): robosafe places the plate by that rule and says so once."""
+    from robosafe.tasks import parse_task
+
+    env = TaskEnv(parse_task(PLATE_BY_BOWL, "plate_by_bowl.bddl"), render=False)
+    try:
+        env.reset(seed=0)
+        w = env.arena
+        plate, bowl = (w.sim.data.body_xpos[w.body_id[n]][:2] for n in ("plate_1",
+                                                                      "akita_black_bowl_1"))
+        # the regions' centre offsets: (0.06, 0.20) - (0.01, 0.31), sampled within 1 cm each
+        assert np.allclose(plate - bowl, (0.05, -0.11), atol=0.025)
+    finally:
+        env.close()
+    lines = [r.getMessage() for r in caplog.records if "LIBERO's own rule" in r.getMessage()]
+    assert lines == [("<Plate_By_Bowl>: plate_1 in region main_table_plate_region: no spot free of "
+                     "akita_black_bowl_1; placed by LIBERO's own rule (centres 0.0708 m apart), "
+                     "overlapping them")]
+
+
 def test_inscribed_and_shrunk_rectangles_by_hand():
     from robosafe.sim.world import inscribed_half, shrink_rects
 

@@ -20,7 +20,8 @@ from robosafe.cli import (
     user_errors,
     warn,
 )
-from robosafe.errors import TaskError
+from robosafe.cli.run import ASSETS, asset_source
+from robosafe.errors import RobosafeError, TaskError
 
 # robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
 
@@ -78,11 +79,32 @@ def summarize(problem, source: str) -> tuple[dict[str, Any], list[TaskError]]:
     return summary, errors
 
 
+def _build(path: Path, assets: str) -> tuple[bool, RobosafeError | None]:
+    """Build ``path`` in robosafe's simulator and reset it once; (built, the error if not)."""
+    from robosafe.sim.env import TaskEnv
+
+    try:
+        env = TaskEnv(path, assets=assets, render=False)
+        try:
+            env.reset(seed=0)
+        finally:
+            env.close()
+    except RobosafeError as err:
+        return False, err
+    return True, None
+
+
 @tasks_app.command("check")
 @user_errors
 def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
+          build: bool = typer.Option(False, "--build",
+                                     help="Also build each valid file in robosafe's simulator "
+                                          "and reset it (seed 0): what a run needs."),
+          assets: str = ASSETS,
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Parse and validate task files; print what each declares (exit 2 on any error)."""
+    if build:
+        assets = asset_source(assets, "robosafe")
     results, n_bad = [], 0
     for path in files:
         try:
@@ -92,11 +114,15 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
             summary, errors = summarize(problem, str(path))
         except TaskError as err:
             summary, errors = None, [err]
-        n_bad += bool(errors)
         warns = list(problem.warnings) if summary is not None else []
+        built = None
+        if build and not errors:
+            built, err = _build(path, assets)
+            errors += [err] if err is not None else []
+        n_bad += bool(errors)
         results.append({"file": str(path), "ok": not errors, "summary": summary,
-                        "errors": [str(e) for e in errors], "warnings": warns})
-        for w in warns:
+                        "errors": [str(e) for e in errors], "warnings": warns, "built": built})
+        for w in warns if built is None else ():  # a build logs the file's warnings itself
             warn(w)
         for e in errors:
             typer.echo(f"robosafe: error: {e}", err=True)
@@ -107,7 +133,9 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
             s = r["summary"]
             if s is None:
                 continue
-            typer.echo(f"{r['file']}: {'ok' if r['ok'] else 'INVALID'}  ({s['problem']})")
+            built = {True: ", built and reset", False: ", does not build"}.get(r["built"], "")
+            typer.echo(f"{r['file']}: {'ok' if r['ok'] else 'INVALID'}{built}  "
+                       f"({s['problem']})")
             typer.echo(f"  language: {s['language']}")
             typer.echo(f"  objects {len(s['objects'])}, fixtures {len(s['fixtures'])}, "
                        f"regions {len(s['regions'])}, goal predicates {len(s['goal'])}, "

@@ -399,9 +399,13 @@ class ArenaEnv(ManipulationEnv):
                 # sampler), so its files may put an object on a fixture's footprint; robosafe
                 # then rests the object on that fixture's top and says so once.
                 fixtures = {n for n, a in self.assets.items() if a.category.kind == "fixture"}
-                if asset.category.kind == "fixture" or not fixtures & {n for n, _ in here}:
+                if asset.category.kind == "fixture":
                     raise
-                fp = place_footprint(*args, [t for t in here if t[0] not in fixtures], rng, **kw)
+                objects = [t for t in here if t[0] not in fixtures]
+                try:
+                    fp = place_footprint(*args, objects, rng, **kw)
+                except TaskError:
+                    fp = self._place_as_libero(name, region.ref, args, objects, rng, kw)
                 under = [n for n, other in here if n in fixtures and overlap(fp, other)]
                 if under:
                     floor = max(self.sim.data.body_xpos[self.body_id[n]][2]
@@ -415,6 +419,21 @@ class ArenaEnv(ManipulationEnv):
             quat = yaw_quat(fp.yaw)
         self._set_pose(name, pos, quat)
         return pos, quat
+
+    def _place_as_libero(self, name: str, region: str, args: tuple, objects: list,
+                         rng: np.random.Generator, kw: dict) -> Footprint:
+        """No spot free of the objects already there: LIBERO's own rule, which compares centre
+        distances with a small horizontal radius (so its files may put a bowl on a plate's
+        rim). The footprint keeps the object's own extent; the overlap is said once."""
+        r = config()["placement"]["libero_radius_m"]
+        discs = [(n, Footprint(o.x, o.y, 0.0, r, r, True)) for n, o in objects]
+        small = (*args[:4], (r, r))
+        fp = place_footprint(*small, discs, rng, **{**kw, "clearance": 0.0, "round": True})
+        fp = Footprint(fp.x, fp.y, fp.yaw, *args[4], kw["round"])
+        hit = [n for n, o in objects if overlap(fp, o)]
+        self.notes.add(f"{name} in region {region}: no spot free of {', '.join(hit)}; placed by "
+                       f"LIBERO's own rule (centres {2 * r:g} m apart), overlapping them")
+        return fp
 
     def _from_source(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
         """robosafe's pose of body ``name`` when the body its asset file moves is at (pos, quat)

@@ -12,6 +12,7 @@ object, fixture or region name), ``float`` (a threshold) or ``tuple[int, ...]`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
@@ -60,6 +61,17 @@ class Not(Node):
 
 
 Formula: TypeAlias = Pred | And | Or | Not  # a real union: isinstance(x, Formula) works
+
+
+def atoms(f: Formula | None) -> Iterator[Pred]:
+    """The predicate atoms of a formula, in order."""
+    if isinstance(f, Pred):
+        yield f
+    elif isinstance(f, Not):
+        yield from atoms(f.arg)
+    elif isinstance(f, And | Or):
+        for a in f.args:
+            yield from atoms(a)
 
 
 @dataclass(frozen=True)

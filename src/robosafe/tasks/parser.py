@@ -90,6 +90,7 @@ from robosafe.tasks.ast import (
     Problem,
     Region,
     Setting,
+    atoms,
 )
 from robosafe.textio import MAX_TASK_FILE
 
@@ -351,18 +352,37 @@ class _Parser:
         moving = tuple(replace(m, attrs=tuple(
             replace(a, value=_to_seconds(a.value, freq)) for a in m.attrs))
             for m in get(":moving_objects", ()))
-        interest = self.interest(get(":obj_of_interest", ()),
-                                 {d.name for d in (*get(":fixtures", ()), *get(":objects", ()))},
+        decls = {d.name for d in (*get(":fixtures", ()), *get(":objects", ()))}
+        interest = self.interest(get(":obj_of_interest", ()), decls,
                                  {r.ref for r in get(":regions", ())})
+        used = {str(a) for f in (*get(":init", ()), get(":goal"), get(":cost"))
+                for atom in atoms(f) for a in atom.args}
         return Problem(
             name=name, domain=get(":domain"), language=get(":language"), goal=get(":goal"),
-            regions=get(":regions", ()), fixtures=get(":fixtures", ()),
+            regions=self.targeted(get(":regions", ()), decls, used),
+            fixtures=get(":fixtures", ()),
             objects=get(":objects", ()), moving_objects=moving,
             obj_of_interest=tuple(t.text for t in interest), init=get(":init", ()),
             cost=get(":cost"), image_settings=get(":image_settings", ()), noise=get(":noise"),
             camera=get(":camera", ()), random_color=get(":random_color"), control_freq=declared,
             obj_of_interest_pos=tuple(t.pos for t in interest), pos=top.pos,
             warnings=tuple(self.warnings))
+
+    def targeted(self, regions: tuple[Region, ...], decls: set[str], used: set[str]
+                 ) -> tuple[Region, ...]:
+        """Regions whose target is declared. One on an undeclared target that no predicate
+        argument names (``name`` or ``<anything>_name``) is dropped with a warning: LIBERO's
+        libero_goal files carry such a region and LIBERO and VLA-Arena build nothing for it.
+        One a predicate names stays, for the checker to report the target (a typo)."""
+        kept = []
+        for r in regions:
+            if r.target in decls or any(a == r.name or a.endswith("_" + r.name) for a in used):
+                kept.append(r)
+                continue
+            self.warn(f"region '{r.name}' targets '{r.target}', which the file does not declare, "
+                      "and no predicate names it: LIBERO and VLA-Arena build nothing for it; "
+                      "robosafe ignores it", r.target_pos or r.pos)
+        return tuple(kept)
 
     def interest(self, toks: tuple[_Tok, ...], decls: set[str], refs: set[str]):
         kept = []

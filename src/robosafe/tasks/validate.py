@@ -19,7 +19,7 @@ from importlib import resources
 import yaml
 
 from robosafe.errors import TaskError
-from robosafe.tasks.ast import And, Formula, MovingObject, Not, Or, Pos, Pred, Problem
+from robosafe.tasks.ast import MovingObject, Pos, Pred, Problem, atoms
 
 ROBOT_ENTITIES = frozenset({"gripper0"})
 ARG_KINDS = ("object", "region", "entity", "ids", "number")
@@ -82,16 +82,6 @@ def _offset_limits(decl, placed: bool) -> tuple[float, float]:
     return limit, limit
 
 
-def _walk(f: Formula):
-    if isinstance(f, Pred):
-        yield f
-    elif isinstance(f, Not):
-        yield from _walk(f.arg)
-    elif isinstance(f, And | Or):
-        for a in f.args:
-            yield from _walk(a)
-
-
 class _Checker:
     def __init__(self, problem: Problem, source: str):
         self.p, self.source = problem, source
@@ -133,10 +123,10 @@ class _Checker:
                 self.err(f"undefined object '{name}' in :obj_of_interest", pos)
         for atom in p.init:
             self.pred(atom, "goal", ":init")
-        for atom in _walk(p.goal):
+        for atom in atoms(p.goal):
             self.pred(atom, "goal", ":goal")
         if p.cost is not None:
-            for atom in _walk(p.cost):
+            for atom in atoms(p.cost):
                 self.pred(atom, "cost", ":cost")
         self.perturbations()
         return self.errors
