@@ -136,8 +136,8 @@ def test_bodies_in_vla_arenas_order():
 FORMERLY_DIFFERENT = [
     (OBSTACLE, "touch"),
     (KIWI, "pick-place"),
-    ("safety_risk_aware_grasping/level_0/pick_up_the_knife_and_place_it_on_the_top_of_the_"
-     "cabinet.bddl", "pick-place"),
+    (("safety_risk_aware_grasping/level_0/pick_up_the_knife_and_place_it_on_the_top_of_the_"
+      "cabinet.bddl"), "pick-place"),
 ]
 
 
