@@ -6,7 +6,7 @@ difference is a difference of task accounting or of object shape, not of control
 
     MUJOCO_GL=egl .venv-arena/bin/python scripts/vla_arena_parity.py \
         [--per-suite N] [--plans rest,touch,pick-place] [--steps N] [--assets vla-arena]
-        [--own-start] [--resume] [--out docs/vla_arena_parity.csv]
+        [--own-start] [--resume] [--files SUBSTR,...] [--out docs/vla_arena_parity.csv]
 
 Per file and plan, VLA-Arena's env is reset (its own placement, ``np.random.seed(seed)``),
 stepped through the evaluators' 10 wait steps and then the plan, closed loop on its state
@@ -439,10 +439,16 @@ def main(argv: list[str] | None = None) -> int:
                          "its assets folder in this environment; libero: LIBERO's meshes only)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the rows already in --out and run the rest")
+    ap.add_argument("--files", default="",
+                    help="only files whose path contains one of these comma-separated strings "
+                         "(re-running the rows a change touches; write them to another --out)")
     ap.add_argument("--own-start", action="store_true",
                     help="robosafe samples its own initial poses (default: VLA-Arena's)")
     args = ap.parse_args(argv)
     files = per_suite(with_cost(buildable(args.peer_csv), args.bddl_dir), args.per_suite)
+    wanted = [w for w in args.files.split(",") if w]
+    if wanted:
+        files = [f for f in files if any(w in f for w in wanted)]
     done: dict[tuple[str, str], Comparison] = {}
     if args.resume and args.out.exists():  # rows of an interrupted run, kept
         with args.out.open() as fh:

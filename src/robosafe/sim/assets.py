@@ -680,6 +680,10 @@ class Asset(MujocoXMLObject):
         # box sites as the file turns and sizes them (VLA-Arena's region tests read those)
         self.index_geoms = {i: p + g for i, g in frames.index_geoms.items()} if frames else {}
         self.file_sites = {p + n: v for n, v in frames.sites.items()} if frames else {}
+        # the body whose pose is robosafe's pose of the object (its collision box centre,
+        # upright): the root, or VLA-Arena's assets' massless child (their root is the file's
+        # body, which holds the free joint as in VLA-Arena's env)
+        self.centre_body = p + "centre" if source == "vla-arena" else self.root_body
 
     @property
     def horizontal_radius(self) -> float:

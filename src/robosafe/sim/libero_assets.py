@@ -199,10 +199,13 @@ def _is_collision(g: ET.Element) -> bool:
 
 
 def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, stand_in_sites,
-             index_parts: dict[int, int] | None = None):
+             index_parts: dict[int, int] | None = None, frame: tuple | None = None):
     """The asset's MJCF in robosafe's conventions, and what the Asset class needs to know:
     (xml, part geoms, visual geoms, {VLA-Arena geom index: collision geom} when the row says
-    ``arena_index_parts``)."""
+    ``arena_index_parts``). ``frame`` (the asset's ``source_frame``): the file's body keeps the
+    free joint, as VLA-Arena's env builds it (:func:`_file_frame_body`); else robosafe's root
+    at the collision box centre holds it (:func:`_centred_body`)."""
+    file_frame = frame is not None
     rel = Path(row["xml"])
     src = _find(rel, roots) or roots[0] / rel
     try:
@@ -274,6 +277,29 @@ def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, 
         dup.set("mass", "1e-8")
         dup.set("name", f"v{len(visual)}")
         visual.append(dup.get("name"))
+    if file_frame:
+        obj, frame = _file_frame_body(libero_obj, fixed, frame)
+    else:
+        obj = frame = _centred_body(libero_obj, fixed, row, offset)
+    for name, (stype, pos, size) in stand_in_sites.items():
+        ET.SubElement(frame, "site", name=name, type=stype, pos=_fmt(pos), size=_fmt(size),
+                      rgba="0 0 0 0", group="3")
+    new_outer = ET.Element("body")
+    new_outer.append(obj)
+    for name in ("bottom_site", "top_site", "horizontal_radius_site"):
+        ET.SubElement(new_outer, "site", name=name, pos="0 0 0", size="0.005", rgba="0 0 0 0")
+    world = ET.Element("worldbody")
+    world.append(new_outer)
+    model = ET.Element("mujoco", model=src.stem)
+    model.append(asset)
+    model.append(world)
+    return ET.tostring(model, encoding="unicode"), part_geoms, visual, index_geoms
+
+
+def _centred_body(libero_obj: ET.Element, fixed: bool, row: dict[str, Any], offset
+                  ) -> ET.Element:
+    """robosafe's root body at the collision box centre, upright, with the file's body inside
+    it (turned by the row's ``euler``, its own offset kept); the root holds the free joint."""
     q = _euler_quat(row.get("euler", (0, 0, 0)))
     for attr in ("euler", "axisangle"):  # the file's own turn is replaced by q (source_frame)
         libero_obj.attrib.pop(attr, None)
@@ -287,19 +313,25 @@ def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, 
     if not fixed:
         ET.SubElement(obj, "joint", name="joint0", type="free", damping="0.0005")
     obj.append(libero_obj)
-    for name, (stype, pos, size) in stand_in_sites.items():
-        ET.SubElement(obj, "site", name=name, type=stype, pos=_fmt(pos), size=_fmt(size),
-                      rgba="0 0 0 0", group="3")
-    new_outer = ET.Element("body")
-    new_outer.append(obj)
-    for name in ("bottom_site", "top_site", "horizontal_radius_site"):
-        ET.SubElement(new_outer, "site", name=name, pos="0 0 0", size="0.005", rgba="0 0 0 0")
-    world = ET.Element("worldbody")
-    world.append(new_outer)
-    model = ET.Element("mujoco", model=src.stem)
-    model.append(asset)
-    model.append(world)
-    return ET.tostring(model, encoding="unicode"), part_geoms, visual, index_geoms
+    return obj
+
+
+def _file_frame_body(libero_obj: ET.Element, fixed: bool, frame: tuple
+                     ) -> tuple[ET.Element, ET.Element]:
+    """(root, centre): the file's own body as the root, holding the free joint, its geoms and
+    mass as VLA-Arena's env builds it (robosuite moves that body; the pose its file writes is
+    overridden at reset), and a massless body without geoms at robosafe's frame (the collision
+    box centre, upright; ``frame`` = ``source_frame``), from which robosafe reads the object's
+    pose. The same rigid body integrated about another frame drifts from VLA-Arena's by 1e-7 m
+    within a step of contact; a massless child changes no number of the dynamics."""
+    for attr in ("pos", "quat", "euler", "axisangle"):
+        libero_obj.attrib.pop(attr, None)
+    libero_obj.set("name", "object")
+    if not fixed:
+        libero_obj.insert(0, ET.Element("joint", name="joint0", type="free", damping="0.0005"))
+    off, q_off = frame
+    centre = ET.SubElement(libero_obj, "body", name="centre", pos=_fmt(off), quat=_fmt(q_off))
+    return libero_obj, centre
 
 
 def _inline_defaults(top: ET.Element) -> None:
@@ -416,8 +448,10 @@ def real_xml(cat: Category, fixed: bool, stand_in_sites: dict[str, tuple],
     missing = {k: (t, np.asarray(p, float) * scale, _scaled_size(t, sz, scale))
                for k, (t, p, sz) in stand_in_sites.items() if k not in sites}
     index_parts = cat.arena_parts if row.get("arena_index_parts") else None
+    # VLA-Arena's own assets keep its body frame (the parity with its env is bitwise)
+    frame = _source_frame(key, source, roots) if source == "vla-arena" else None
     xml, part_geoms, visual, index_geoms = _rewrite(row, roots, fixed, centre, missing,
-                                                    index_parts)
+                                                    index_parts, frame)
     xml = _align_sites(xml, sites)
     needed = set(cat.parts) - set(part_geoms)
     # LIBERO's rows stand in for robosafe's own categories, so every stand-in part must map;

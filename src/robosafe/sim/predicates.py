@@ -58,7 +58,7 @@ class StateView:
         group0 = m.geom_group == 0
         for name, asset in env.assets.items():
             geoms = group0 if mode == "vla-arena" and asset.source != "stand-in" else collide
-            self.masks[name] = geoms & (geom_root == env.body_id[name])
+            self.masks[name] = geoms & (geom_root == env.root_id[name])
         table = collide & (m.geom_bodyid == env.table_body)
         for name in env.table_names:
             self.masks[name] = table
@@ -206,24 +206,24 @@ class StateView:
 
     def source_origin(self, name: str) -> np.ndarray:
         """Where the root body of the asset's own file (LIBERO's, as VLA-Arena loads it) has
-        its origin: robosafe's pose composed with the inverse of ``source_frame``. A stand-in
-        has no such file: its own origin (the centre of its collision box)."""
-        return self.source_pose(name, self.pos(name), self.d.xquat[self.env.body_id[name]])[0]
+        its origin (:meth:`file_pose`)."""
+        return self.file_pose(name)[0]
+
+    def file_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The pose (pos, w-x-y-z quat) of the body the asset's own file moves, now: VLA-Arena's
+        own assets move that body (read as it is); a LIBERO asset's is robosafe's pose composed
+        with the inverse of ``source_frame``; a stand-in has no such file: its own pose (the
+        centre of its collision box)."""
+        bid, root = self.env.body_id[name], self.env.root_id[name]
+        if root != bid:
+            return self.d.xpos[root], self.d.xquat[root]
+        return self.source_pose(name, self.pos(name), self.d.xquat[bid])
 
     def source_pose(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
         """robosafe's pose (pos, w-x-y-z quat) of body ``name`` as the pose of its asset file's
         root body (VLA-Arena's body), through the inverse of ``source_frame``; a stand-in's
         pose unchanged."""
-        frame = self.env.assets[name].source_frame if name in self.env.assets else None
-        if frame is None:
-            return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
-        off, q_off = frame
-        q_root = np.empty(4)
-        mujoco.mju_negQuat(q_root, np.asarray(q_off, dtype=float))
-        mujoco.mju_mulQuat(q_root, np.asarray(quat, dtype=float), q_root)
-        shift = np.empty(3)
-        mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_root)
-        return np.asarray(pos, dtype=float) - shift, q_root
+        return self.env.to_source(name, pos, quat)
 
     def region_distance(self, name: str, region: Region) -> float:
         rects, _, floor = self.env.region_geometry(region)
@@ -468,7 +468,7 @@ def _arena_fall(s: StateView, obj) -> bool:
     # VLA-Arena's body poses (real assets: the file's root body), which its quaternion quirk
     # below is not invariant to
     p0, q0 = s.source_pose(name, *s.env.reference_pose[name])
-    p, q = s.source_pose(name, s.pos(name), s.d.xquat[s.env.body_id[name]])
+    p, q = s.file_pose(name)
     moved = p - p0
     if (np.linalg.norm(moved) > f["moved_m"] or -moved[2] > f["dropped_m"]
             or np.linalg.norm(moved[:2]) > f["moved_xy_m"]):

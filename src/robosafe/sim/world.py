@@ -167,7 +167,12 @@ class ArenaEnv(ManipulationEnv):
                     geom.attrib.pop("material", None)
                     geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
         decls = [d for d in self.problem.fixtures if d.name not in self.table_names]
-        decls += list(self.problem.objects)
+        if self.asset_source == "vla-arena":
+            # VLA-Arena's body order (its objects, then its fixtures): the order of bodies is
+            # the order of contacts, whose solution differs in the last bits otherwise
+            decls = list(self.problem.objects) + decls
+        else:
+            decls += list(self.problem.objects)
         self.missing_files: set[str] = set()  # objects whose real files are missing (warned)
         self.assets = {d.name: self._make_asset(d) for d in decls}
         if self.asset_source != "stand-in":
@@ -210,10 +215,14 @@ class ArenaEnv(ManipulationEnv):
     def _setup_references(self):
         super()._setup_references()
         m = self.sim.model._model
-        self.body_id = {n: m.body(a.root_body).id for n, a in self.assets.items()}
-        self.mocap_id = {n: int(m.body_mocapid[self.body_id[n]]) for n in self.mocap_names()}
+        # body_id: where robosafe reads an object's pose (its box centre); root_id: the body
+        # that moves (free joint or mocap) and holds its geoms, the same body for all but
+        # VLA-Arena's own assets (Asset.centre_body)
+        self.body_id = {n: m.body(a.centre_body).id for n, a in self.assets.items()}
+        self.root_id = {n: m.body(a.root_body).id for n, a in self.assets.items()}
+        self.mocap_id = {n: int(m.body_mocapid[self.root_id[n]]) for n in self.mocap_names()}
         self.free_qpos = {}
-        for n, bid in self.body_id.items():
+        for n, bid in self.root_id.items():
             j = int(m.body_jntadr[bid])
             if n not in self.mocap_id and j >= 0 and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
                 self.free_qpos[n] = int(m.jnt_qposadr[j])
@@ -354,7 +363,10 @@ class ArenaEnv(ManipulationEnv):
         if given is not None and asset.source_frame is not None:
             pos, quat = self._from_source(name, given.pos, given.quat)
             self.exact_start.add(name)
-            self._set_pose(name, pos, quat)
+            if self.body_id[name] != self.root_id[name]:  # the file's body: the pose as given
+                self._set_root_pose(name, given.pos, given.quat)
+            else:
+                self._set_pose(name, pos, quat)
             return pos, quat
         if ref is not None and ref in self.assets:
             base = self.sim.data.body_xpos[self.body_id[ref]]
@@ -479,6 +491,27 @@ class ArenaEnv(ManipulationEnv):
                        yaw=fp.yaw + float(rng.uniform(-yaw, yaw)))
 
     def _set_pose(self, name: str, pos, quat) -> None:
+        """Put object ``name``'s centre body at (pos, quat): its root where the two differ."""
+        if self.body_id[name] != self.root_id[name]:
+            pos, quat = self.to_source(name, pos, quat)
+        self._set_root_pose(name, pos, quat)
+
+    def to_source(self, name: str, pos, quat) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse of :meth:`_from_source`: the pose (pos, w-x-y-z quat) of the asset
+        file's body (the body LIBERO's and VLA-Arena's envs move) when robosafe's pose of
+        object ``name`` is (pos, quat); a stand-in's pose unchanged."""
+        frame = self.assets[name].source_frame if name in self.assets else None
+        if frame is None:
+            return np.asarray(pos, dtype=float), np.asarray(quat, dtype=float)
+        off, q_off = frame
+        q_root = np.empty(4)
+        mujoco.mju_negQuat(q_root, np.asarray(q_off, dtype=float))
+        mujoco.mju_mulQuat(q_root, np.asarray(quat, dtype=float), q_root)
+        shift = np.empty(3)
+        mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_root)
+        return np.asarray(pos, dtype=float) - shift, q_root
+
+    def _set_root_pose(self, name: str, pos, quat) -> None:
         d = self.sim.data
         if name in self.mocap_id:
             d.mocap_pos[self.mocap_id[name]] = pos
@@ -547,9 +580,7 @@ class ArenaEnv(ManipulationEnv):
             if name in self.frozen:
                 continue
             p0, q0 = self.start_pose[name]
-            pos, quat = pose_at(mo, t, p0, q0, floor_z=None)
-            self.sim.data.mocap_pos[self.mocap_id[name]] = pos
-            self.sim.data.mocap_quat[self.mocap_id[name]] = quat
+            self._set_pose(name, *pose_at(mo, t, p0, q0, floor_z=None))
 
     def model_ptr(self) -> mujoco.MjModel:
         return self.sim.model._model
