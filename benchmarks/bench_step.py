@@ -80,9 +80,10 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
     if render:
         sides["rendered"] = Side(task, render=True, image_size=(128, 128),
                                  controller="compiled")
-    comp = sides["compiled"].env
+    host = sides["compiled"].env
+    comp = host.world
     parts: dict[str, list[float]] = defaultdict(list)
-    timed(parts, comp.recorder, "_record", "recorder row")
+    timed(parts, host.recorder, "_record", "recorder row")
     timed(parts, comp.view, "update", "predicates + costs")
     timed(parts, comp.view, "atom", "predicates + costs")
     timed(parts, comp, "_freeze", "predicates + costs")

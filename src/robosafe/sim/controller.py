@@ -492,8 +492,10 @@ class _ObservableClock:
 
     Every enabled observable without a delay counts the same substep time and samples on the
     same substep; between samples an update only adds the timestep. So the shared counter is
-    advanced alone, and on a substep where robosuite would sample or restart the period, the
-    observables get the counter and robosuite's own update runs (same sensors, same order).
+    advanced alone; on a substep where robosuite would sample, the observables get the counter
+    and robosuite's own update runs (same sensors, same order); one that only ends a period
+    already sampled is robosuite's ``t %= period`` and ``sampled = False``, done here once
+    instead of in a loop over the observables.
     The counter is read from the observables at the start of every control step (a reset or a
     forced update in between moves them), and a step whose observables do not share one clock
     runs robosuite's update on every substep."""
@@ -532,22 +534,27 @@ class _ObservableClock:
             self.env._update_observables()
             return
         t = self.t + self.dt
-        if (not self.sampled and self.period >= t) or t >= self.period:
-            self._sync(self.t)
+        if self.sampled and t >= self.period:
+            # the end of a sampling period after its sample: robosuite's update would only
+            # restart the period (t %= period, not sampled), the same float operations
+            self.t, self.sampled = t % self.period, False
+        elif (not self.sampled and self.period >= t) or t >= self.period:
+            self._sync()
             self.env._update_observables()
             first = self.items[0]
             self.t, self.sampled = first._time_since_last_sample, first._sampled
         else:
             self.t = t
 
-    def _sync(self, t: float) -> None:
+    def _sync(self) -> None:
         for o in self.items:
-            o._time_since_last_sample = t
+            o._time_since_last_sample = self.t
+            o._sampled = self.sampled
 
     def flush(self) -> None:
         """Hand the counter back to the observables (end of a control step)."""
         if self.shared:
-            self._sync(self.t)
+            self._sync()
 
 
 class _EveryUpdate:

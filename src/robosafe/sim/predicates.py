@@ -84,8 +84,17 @@ class StateView:
         self.tol = config()
         if mode == "vla-arena":
             self._note_unreadable()
-        self.touching_at_start: dict[str, np.ndarray] = {}
+        # Collide: geom -> row of the object it belongs to (-1: none), and per object the
+        # geoms it touched at the start of the episode (its supports)
+        self._objects = list(env.assets)
+        self._owner = np.full(m.ngeom, -1, dtype=np.int64)
+        for i, name in enumerate(self._objects):
+            self._owner[self.masks[name]] = i
+        self._start_partners = np.zeros((len(self._objects), m.ngeom), bool)
         self.collided: set[str] = set()
+        self._geoms: dict[int, tuple[np.ndarray, list[int]]] = {}
+        # masks of part sets and VLA-Arena geom indices, built once (predicates ask every step)
+        self._part_mask: dict[tuple, np.ndarray] = {}
         self.update()
 
     def _note_unreadable(self) -> None:
@@ -114,33 +123,33 @@ class StateView:
         n = self.d.ncon
         self.g1 = np.array(self.d.contact.geom1[:n])
         self.g2 = np.array(self.d.contact.geom2[:n])
-        self._force: np.ndarray | None = None
-        for name in self.touching_at_start:
-            if name not in self.collided and self._new_contact(name):
-                self.collided.add(name)
+        self._force = np.full(n, np.nan)
+        if n:
+            # an object collides when it touches a geom it did not touch at the start
+            for own, other in ((self._owner[self.g1], self.g2), (self._owner[self.g2], self.g1)):
+                hit = own >= 0
+                fresh = hit.copy()
+                fresh[hit] = ~self._start_partners[own[hit], other[hit]]
+                for i in np.unique(own[fresh]).tolist():
+                    self.collided.add(self._objects[i])
 
     def start_episode(self) -> None:
         """Remember what every object touches at the start (its supports) for ``Collide``."""
         self.update()
         self.collided = set()
-        self.touching_at_start = {n: self._partners(self.masks[n]) for n in self.env.assets}
+        self._start_partners[:] = False
+        for own, other in ((self._owner[self.g1], self.g2), (self._owner[self.g2], self.g1)):
+            hit = own >= 0
+            self._start_partners[own[hit], other[hit]] = True
 
-    def _partners(self, mask: np.ndarray) -> np.ndarray:
-        return np.union1d(self.g2[mask[self.g1]], self.g1[mask[self.g2]])
-
-    def _new_contact(self, name: str) -> bool:
-        now = self._partners(self.masks[name])
-        return bool(np.setdiff1d(now, self.touching_at_start[name]).size)
-
-    def forces(self) -> np.ndarray:
-        """|f| of every current contact (full 3-D force, mj_contactForce)."""
-        if self._force is None:
-            f = np.empty(len(self.g1))
-            for i in range(len(f)):
-                mujoco.mj_contactForce(self.m, self.d, i, _FORCE)
-                f[i] = np.linalg.norm(_FORCE[:3])
-            self._force = f
-        return self._force
+    def forces(self, index: np.ndarray) -> np.ndarray:
+        """|f| of the current contacts at ``index`` (full 3-D force, mj_contactForce), each
+        computed once per state."""
+        f = self._force
+        for i in index[np.isnan(f[index])].tolist():
+            mujoco.mj_contactForce(self.m, self.d, i, _FORCE)
+            f[i] = np.linalg.norm(_FORCE[:3])
+        return f[index]
 
     # -- entities ---------------------------------------------------------------------------------
     def mask(self, entity, parts=None) -> np.ndarray:
@@ -153,10 +162,15 @@ class StateView:
                 return self._index_mask(name, ids)
             parts = asset.category.part_ids(ids)
         if parts is not None:
-            missing = [p for p in parts if (name, int(p)) not in self.part_masks]
-            if missing:
-                raise TaskError(f"{name} has no part(s) {missing}", source=self.env.source)
-            return np.logical_or.reduce([self.part_masks[(name, int(p))] for p in parts])
+            key = (name, tuple(int(p) for p in parts))
+            mask = self._part_mask.get(key)
+            if mask is None:
+                missing = [p for p in key[1] if (name, p) not in self.part_masks]
+                if missing:
+                    raise TaskError(f"{name} has no part(s) {missing}", source=self.env.source)
+                mask = np.logical_or.reduce([self.part_masks[(name, p)] for p in key[1]])
+                self._part_mask[key] = mask
+            return mask
         if name not in self.masks:
             raise TaskError(f"{name!r} is not an object, fixture or the gripper here",
                             source=self.env.source)
@@ -165,9 +179,12 @@ class StateView:
     def _index_mask(self, name: str, ids: tuple[int, ...]) -> np.ndarray:
         """Collision geoms of a real VLA-Arena asset by VLA-Arena's geom index; an index that is
         not a collision geom selects nothing, as VLA-Arena's name filter selects nothing."""
-        geoms = self.env.assets[name].index_geoms
-        mask = np.zeros(self.m.ngeom, bool)
-        mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+        mask = self._part_mask.get((name, ids, "index"))
+        if mask is None:
+            geoms = self.env.assets[name].index_geoms
+            mask = np.zeros(self.m.ngeom, bool)
+            mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+            self._part_mask[(name, ids, "index")] = mask
         return mask
 
     def pair(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -177,8 +194,8 @@ class StateView:
         return bool(self.pair(a, b).any())
 
     def max_force(self, a: np.ndarray, b: np.ndarray) -> float:
-        sel = self.pair(a, b)
-        return float(self.forces()[sel].max()) if sel.any() else 0.0
+        sel = np.flatnonzero(self.pair(a, b))
+        return float(self.forces(sel).max()) if sel.size else 0.0
 
     def first_tangential_force(self, a: np.ndarray, b: np.ndarray) -> float:
         """VLA-Arena's CheckForce reading: ``f6[2]`` (a tangential component in the contact
@@ -194,12 +211,19 @@ class StateView:
         up to the best distance so far, or (``shrink=False``, VLA-Arena's check_distance) up to
         ``cap`` for every pair."""
         best = cap
-        for g1 in np.flatnonzero(a):
-            for g2 in np.flatnonzero(b):
+        m, d, dist = self.m, self.d, mujoco.mj_geomDistance
+        for g1 in self._geom_ids(a):
+            for g2 in self._geom_ids(b):
                 if g1 != g2:
-                    best = min(best, mujoco.mj_geomDistance(self.m, self.d, int(g1), int(g2),
-                                                            best if shrink else cap, None))
+                    best = min(best, dist(m, d, g1, g2, best if shrink else cap, None))
         return best
+
+    def _geom_ids(self, mask: np.ndarray) -> list[int]:
+        """The geom ids a mask selects (masks are fixed per model: found once each)."""
+        hit = self._geoms.get(id(mask))
+        if hit is None or hit[0] is not mask:  # keeps the mask, so its id is not reused
+            hit = self._geoms[id(mask)] = (mask, np.flatnonzero(mask).tolist())
+        return hit[1]
 
     def pos(self, name: str) -> np.ndarray:
         return self.d.xpos[self.env.body_id[name]]

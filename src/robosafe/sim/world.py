@@ -218,6 +218,7 @@ class ArenaEnv(ManipulationEnv):
             if n not in self.mocap_id and j >= 0 and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
                 self.free_qpos[n] = int(m.jnt_qposadr[j])
         self.table_body = m.body("table").id
+        self._articulations: dict[str, tuple[int, Articulation]] = {}  # of this model
 
     def reward(self, action: Any = None) -> float:
         return float(self._check_success())
@@ -470,7 +471,14 @@ class ArenaEnv(ManipulationEnv):
             d.qpos[a + 3:a + 7] = quat
 
     def articulation(self, entity: str) -> tuple[int, Articulation]:
-        """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to."""
+        """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to (found
+        once per model: predicates ask at every step)."""
+        found = self._articulations.get(entity)
+        if found is None:
+            found = self._articulations[entity] = self._find_articulation(entity)
+        return found
+
+    def _find_articulation(self, entity: str) -> tuple[int, Articulation]:
         regions = self.problem.region_index()
         region = regions.get(entity)
         owner = region.target if region is not None else entity

@@ -205,6 +205,18 @@ def truth(node, atom: Callable) -> np.ndarray:
     return np.logical_and.reduce(parts) if k == "And" else np.logical_or.reduce(parts)
 
 
+def holds(node, atom: Callable) -> bool:
+    """:func:`truth` in one state, with ``atom(pred)`` a bool: no arrays, as a simulator
+    evaluates its formulas at every control step."""
+    k = _kind(node)
+    if k == "Pred":
+        return bool(atom(node))
+    if k == "Not":
+        return not holds(node.arg, atom)
+    parts = [holds(c, atom) for c in node.args]
+    return all(parts) if k == "And" else any(parts)
+
+
 def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool,
                   alpha: float = ALPHA, mode: str = "robosafe",
                   source: str = "<text>") -> CostBreakdown:
