@@ -7,8 +7,11 @@ shared machine hit every side alike; ratios of medians are reported, not absolut
   control step at 2 ms) from a copy of the compiled-controller env's state after each step;
 - ``robosuite``: :class:`robosafe.sim.env.TaskEnv` with robosuite's own Python OSC controller;
 - ``compiled``: the same env with :mod:`robosafe.sim.controller` (target: <= 1.5x raw);
-- per-step parts of ``compiled``: recorder row, predicates + costs, observation (robosuite's
-  observables + privileged state), timed inside the same steps;
+- per-step parts of ``compiled``, timed inside the same steps (medians of per-step times): the
+  physics step (controller, substeps, robosuite's observables and bookkeeping), the recorder
+  row, the observation (privileged state, and robosuite's observables as the physics step
+  sampled them) and the rest of the step: predicates, costs, info (target: recorder row +
+  predicates and costs below 10% of the step);
 - ``rendered``: ``compiled`` plus two cameras (agentview, eye-in-hand) at 128 px with the
   flags robosafe renders with (visual geom groups, MUJOCO_GL=egl), against ``compiled``.
 
@@ -61,7 +64,7 @@ class Side:
 
 
 def timed(parts: dict, obj, name: str, key: str) -> None:
-    """Wrap ``obj.name`` to add its time to ``parts[key]``."""
+    """Wrap ``obj.name`` to add its time to the current step's ``parts[key]``."""
     fn = getattr(obj, name)
 
     def wrapper(*a, **k):
@@ -69,7 +72,7 @@ def timed(parts: dict, obj, name: str, key: str) -> None:
         try:
             return fn(*a, **k)
         finally:
-            parts[key].append(time.perf_counter() - t0)
+            parts[key] += time.perf_counter() - t0
 
     setattr(obj, name, wrapper)
 
@@ -82,20 +85,28 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
                                  controller="compiled")
     host = sides["compiled"].env
     comp = host.world
-    parts: dict[str, list[float]] = defaultdict(list)
+    parts: dict[str, float] = defaultdict(float)  # the current step's
+    timed(parts, host.recorder, "step", "physics + row")
     timed(parts, host.recorder, "_record", "recorder row")
-    timed(parts, comp.view, "update", "predicates + costs")
-    timed(parts, comp.view, "atom", "predicates + costs")
-    timed(parts, comp, "_freeze", "predicates + costs")
     timed(parts, comp, "_observe", "observation")
-    timed(parts, comp.arena, "_get_observations", "observation")
+    per_step: dict[str, list[float]] = defaultdict(list)
     m = comp.arena.model_ptr()
     scratch = mujoco.MjData(m)
     raw: list[float] = []
     order = list(sides)
     for i in range(steps):
         for name in (order if i % 2 else order[::-1]):
+            parts.clear()
             sides[name].step()
+            if name == "compiled":
+                step = sides[name].times[-1]
+                physics = parts["physics + row"] - parts["recorder row"]
+                per_step["physics step"].append(physics)
+                per_step["recorder row"].append(parts["recorder row"])
+                per_step["observation"].append(parts["observation"])
+                rest = step - parts["physics + row"] - parts["observation"]
+                per_step["predicates, costs, info"].append(rest)
+                per_step["row + predicates + costs"].append(rest + parts["recorder row"])
         mujoco.mj_copyData(scratch, m, comp.arena.data_ptr())
         t0 = time.perf_counter()
         for _ in range(SUBSTEPS):
@@ -108,10 +119,10 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         med = statistics.median(side.times)
         print(f"  {name + ' TaskEnv.step':34s} {1e3 * med:7.3f} ms  {med / base:5.2f}x raw")
     step = statistics.median(sides["compiled"].times)
-    # a part's time per step: its total over the run / the number of steps
-    for key, ts in parts.items():
-        per = sum(ts) / steps
-        print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step")
+    for key, ts in per_step.items():
+        per = statistics.median(ts)
+        print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step"
+              f"  {per / base:5.2f}x raw")
     fb = comp.arena._compiled.fallbacks
     print(f"    compiled: substeps handed to robosuite's controller (near-singular) {fb}")
     if render:
