@@ -68,11 +68,11 @@ from typing import Any
 
 import mujoco
 import numpy as np
-import yaml
 
 from robosafe.errors import RegistryError, TraceError
 from robosafe.trace.episode import ROLES, Episode, TaskTags
 from robosafe.trace.validate import check_episode, task_tags_from_record
+from robosafe.yamldata import load_yaml
 
 POSE_ROLES = ("target", "bystander", "furniture")
 """Roles whose bodies get ``body_pos_m`` / ``body_quat_wxyz`` columns (App. B steps)."""
@@ -147,7 +147,7 @@ def _entry(key: str, raw: Any, defaults: dict) -> HostRoles:
 @cache
 def _hosts() -> dict[str, HostRoles]:
     text = resources.files("robosafe.hosts").joinpath("data", _HOSTS_FILE).read_text()
-    doc = yaml.safe_load(text)
+    doc = load_yaml(text)
     if type(doc) is not dict or type(doc.get("hosts")) is not dict:
         raise _bad("hosts", "expected a mapping of host name -> entry")
     defaults = doc.get("defaults") or {}

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
-import yaml
 from robosuite.environments.manipulation.manipulation_env import ManipulationEnv
 from robosuite.models.arenas import TableArena
 from robosuite.models.tasks import ManipulationTask
@@ -31,6 +30,7 @@ from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
+from robosafe.yamldata import load_yaml
 
 if TYPE_CHECKING:
     from robosafe.sim.assets import Articulation
@@ -40,8 +40,8 @@ GRIPPER = "gripper0"
 
 @cache
 def config() -> dict:
-    return yaml.safe_load(resources.files("robosafe.sim").joinpath("data/world.yaml")
-                          .read_text(encoding="utf-8"))
+    return load_yaml(resources.files("robosafe.sim").joinpath("data/world.yaml")
+                     .read_text(encoding="utf-8"))
 
 
 ROUND_BUILDERS = ("fruit", "lathe", "torus", "container")

@@ -37,10 +37,10 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-import yaml
 
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.tasks.validate import lookup_predicate
+from robosafe.yamldata import load_yaml
 
 ALPHA = 10.0
 """Terminal-cost weight alpha of VLA-Arena App. 7.4.2."""
@@ -101,7 +101,7 @@ def cost_terms(cost, mode: str = "robosafe") -> tuple:
 def arena_rules() -> dict:
     """VLA-Arena's evaluation constants, ``tasks/data/vla_arena.yaml`` (do not mutate)."""
     text = resources.files("robosafe.tasks").joinpath("data/vla_arena.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def arena_suite(source: str) -> tuple[str | None, int | None]:
