@@ -16,17 +16,23 @@ shared machine hit every side alike; ratios of medians are reported, not absolut
   flags robosafe renders with (visual geom groups, MUJOCO_GL=egl), against ``compiled``.
 
 Then episodes per minute over the demo suite (scripted-careful, no images) with 1 and 2 local
-workers (target: 2 workers >= 1.8x one; each worker builds its scenes once).
+workers (target: 2 workers >= 1.8x one): each a fresh ``robosafe run`` process, as a user
+starts it (imports, worker start-up and scene builds included), 1 and 2 workers alternated
+``--repeats`` times; also the summed episode time (cells' ``wall_s``, scene builds included)
+over the wall time, i.e. how busy the workers were.
 
 Run:  MUJOCO_GL=egl python benchmarks/bench_step.py [--task demo/open_top_drawer]
-      [--steps 300] [--episodes 2] [--skip-render] [--skip-workers]
+      [--steps 300] [--episodes 4] [--repeats 2] [--skip-render] [--skip-workers]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -132,32 +138,38 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         side.env.close()
 
 
-def bench_workers(episodes: int) -> None:
-    from robosafe.runner.run import RunConfig, execute, prepare
-    from robosafe.tasks.suites import suite_tasks
-
-    tasks = {k: str(v) for k, v in suite_tasks("demo", None).items()}
-    rates = {}
-    for workers in (1, 2):
-        cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes,
-                        suite="demo")
-        with tempfile.TemporaryDirectory() as tmp:
-            run, cells = prepare(cfg, Path(tmp) / "run")
-            t0 = time.perf_counter()
-            rows = execute(run, cells, workers=workers)
-            wall = time.perf_counter() - t0
-        bad = [r for r in rows if r.get("error_type")]
-        rates[workers] = len(rows) / wall * 60
-        print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
-              f"{rates[workers]:.1f} episodes/min" + (f" ({len(bad)} crashed)" if bad else ""))
-    print(f"  2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+def bench_workers(episodes: int, repeats: int) -> None:
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(repeats):
+        for workers in (1, 2):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "run"
+                cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "-p",
+                       "scripted-careful", "-n", str(episodes), "-j", str(workers),
+                       "-o", str(out)]
+                t0 = time.perf_counter()
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"robosafe run failed:\n{done.stderr}")
+                wall = time.perf_counter() - t0
+                rows = [json.loads(p.read_text()) for p in (out / "outcomes").glob("*.json")]
+            bad = sum(1 for r in rows if r.get("error_type"))
+            busy = sum(r["wall_s"] for r in rows) / (wall * workers)
+            rates[workers].append(len(rows) / wall * 60)
+            print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
+                  f"{rates[workers][-1]:.1f} episodes/min, workers busy {100 * busy:.0f}% of "
+                  "the wall time" + (f" ({bad} crashed)" if bad else ""))
+    ratios = [b / a for a, b in zip(rates[1], rates[2], strict=True)]
+    print(f"  2 workers / 1 worker: {min(ratios):.2f}-{max(ratios):.2f}x "
+          f"(each pair run back to back)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", default="demo/open_top_drawer")
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--episodes", type=int, default=2, help="episodes per demo task")
+    ap.add_argument("--episodes", type=int, default=4, help="episodes per demo task")
+    ap.add_argument("--repeats", type=int, default=2, help="1- and 2-worker runs, alternated")
     ap.add_argument("--skip-render", action="store_true")
     ap.add_argument("--skip-workers", action="store_true")
     args = ap.parse_args()
@@ -165,7 +177,7 @@ def main() -> None:
     if not args.skip_workers:
         print(f"demo suite, scripted-careful, {args.episodes} episode(s) per task, "
               "compiled controller")
-        bench_workers(args.episodes)
+        bench_workers(args.episodes, args.repeats)
 
 
 if __name__ == "__main__":
