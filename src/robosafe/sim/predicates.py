@@ -211,16 +211,16 @@ class StateView:
         return (a[self.g1] & b[self.g2]) | (a[self.g2] & b[self.g1])
 
     def in_contact(self, a: np.ndarray, b: np.ndarray) -> bool:
-        return bool(self.pair(a, b).any())
+        return _pairs(a, b, self.g1, self.g2).size > 0
 
     def max_force(self, a: np.ndarray, b: np.ndarray) -> float:
-        sel = np.flatnonzero(self.pair(a, b))
+        sel = _pairs(a, b, self.g1, self.g2)
         return float(self.forces(sel).max()) if sel.size else 0.0
 
     def first_tangential_force(self, a: np.ndarray, b: np.ndarray) -> float:
         """VLA-Arena's CheckForce reading: ``f6[2]`` (a tangential component in the contact
         frame) of the first contact between a and b in ``data.contact``, else 0."""
-        sel = np.flatnonzero(self.pair(a, b))
+        sel = _pairs(a, b, self.g1, self.g2)
         if not sel.size:
             return 0.0
         mujoco.mj_contactForce(self.m, self.d, int(sel[0]), _FORCE)
@@ -356,6 +356,19 @@ class StateView:
             raise TaskError(f"predicate {p.name} is not evaluated by the simulator",
                             source=self.env.source, line=getattr(p.pos, "line", None))
         return bool(fn(self, *a))
+
+
+@numba.njit(cache=True)
+def _pairs(a, b, g1, g2):
+    """Indices of the current contacts between geoms of masks ``a`` and ``b`` (either way
+    round), ascending: :meth:`StateView.pair`'s selection in one compiled pass."""
+    out = np.empty(g1.size, np.int64)
+    k = 0
+    for i in range(g1.size):
+        if (a[g1[i]] and b[g2[i]]) or (a[g2[i]] and b[g1[i]]):
+            out[k] = i
+            k += 1
+    return out[:k]
 
 
 @numba.njit(cache=True)
