@@ -19,7 +19,8 @@ Then episodes per minute over the demo suite (scripted-careful, no images) with 
 workers (target: 2 workers >= 1.8x one): each a fresh ``robosafe run`` process, as a user
 starts it (imports, worker start-up and scene builds included), 1 and 2 workers alternated
 ``--repeats`` times; also the summed episode time (cells' ``wall_s``, scene builds included)
-over the wall time, i.e. how busy the workers were.
+over the wall time, i.e. how busy the workers were, and the CPU time the run got over its wall
+time (the cores it had on average: on a shared machine, what limits the second worker).
 
 Run:  MUJOCO_GL=egl python benchmarks/bench_step.py [--task demo/open_top_drawer]
       [--steps 300] [--episodes 4] [--repeats 2] [--skip-render] [--skip-workers]
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -138,6 +140,12 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         side.env.close()
 
 
+def _children_cpu() -> float:
+    """CPU seconds of finished child processes (with the workers they waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench_workers(episodes: int, repeats: int) -> None:
     rates: dict[int, list[float]] = {1: [], 2: []}
     for _ in range(repeats):
@@ -148,17 +156,20 @@ def bench_workers(episodes: int, repeats: int) -> None:
                        "scripted-careful", "-n", str(episodes), "-j", str(workers),
                        "-o", str(out)]
                 t0 = time.perf_counter()
+                cpu0 = _children_cpu()
                 done = subprocess.run(cmd, check=False, capture_output=True, text=True)
                 if done.returncode:
                     raise SystemExit(f"robosafe run failed:\n{done.stderr}")
                 wall = time.perf_counter() - t0
+                cores = (_children_cpu() - cpu0) / wall
                 rows = [json.loads(p.read_text()) for p in (out / "outcomes").glob("*.json")]
             bad = sum(1 for r in rows if r.get("error_type"))
             busy = sum(r["wall_s"] for r in rows) / (wall * workers)
             rates[workers].append(len(rows) / wall * 60)
             print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
                   f"{rates[workers][-1]:.1f} episodes/min, workers busy {100 * busy:.0f}% of "
-                  "the wall time" + (f" ({bad} crashed)" if bad else ""))
+                  f"the wall time, CPU used {cores:.2f} cores on average"
+                  + (f" ({bad} crashed)" if bad else ""))
     ratios = [b / a for a, b in zip(rates[1], rates[2], strict=True)]
     print(f"  2 workers / 1 worker: {min(ratios):.2f}-{max(ratios):.2f}x "
           f"(each pair run back to back)")
