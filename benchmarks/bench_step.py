@@ -7,23 +7,34 @@ shared machine hit every side alike; ratios of medians are reported, not absolut
   control step at 2 ms) from a copy of the compiled-controller env's state after each step;
 - ``robosuite``: :class:`robosafe.sim.env.TaskEnv` with robosuite's own Python OSC controller;
 - ``compiled``: the same env with :mod:`robosafe.sim.controller` (target: <= 1.5x raw);
-- per-step parts of ``compiled``: recorder row, predicates + costs, observation (robosuite's
-  observables + privileged state), timed inside the same steps;
+- per-step parts of ``compiled``, timed inside the same steps (medians of per-step times): the
+  physics step (controller, substeps, robosuite's observables and bookkeeping), the recorder
+  row, the observation (privileged state, and robosuite's observables as the physics step
+  sampled them) and the rest of the step: predicates, costs, info (target: recorder row +
+  predicates and costs below 10% of the step);
 - ``rendered``: ``compiled`` plus two cameras (agentview, eye-in-hand) at 128 px with the
   flags robosafe renders with (visual geom groups, MUJOCO_GL=egl), against ``compiled``.
 
 Then episodes per minute over the demo suite (scripted-careful, no images) with 1 and 2 local
-workers (target: 2 workers >= 1.8x one; each worker builds its scenes once).
+workers (target: 2 workers >= 1.8x one): each a fresh ``robosafe run`` process, as a user
+starts it (imports, worker start-up and scene builds included), 1 and 2 workers alternated
+``--repeats`` times; also the summed episode time (cells' ``wall_s``, scene builds included)
+over the wall time, i.e. how busy the workers were, and the CPU time the run got over its wall
+time (the cores it had on average: on a shared machine, what limits the second worker).
 
 Run:  MUJOCO_GL=egl python benchmarks/bench_step.py [--task demo/open_top_drawer]
-      [--steps 300] [--episodes 2] [--skip-render] [--skip-workers]
+      [--steps 300] [--episodes 4] [--repeats 2] [--skip-render] [--skip-workers]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -61,7 +72,7 @@ class Side:
 
 
 def timed(parts: dict, obj, name: str, key: str) -> None:
-    """Wrap ``obj.name`` to add its time to ``parts[key]``."""
+    """Wrap ``obj.name`` to add its time to the current step's ``parts[key]``."""
     fn = getattr(obj, name)
 
     def wrapper(*a, **k):
@@ -69,7 +80,7 @@ def timed(parts: dict, obj, name: str, key: str) -> None:
         try:
             return fn(*a, **k)
         finally:
-            parts[key].append(time.perf_counter() - t0)
+            parts[key] += time.perf_counter() - t0
 
     setattr(obj, name, wrapper)
 
@@ -80,21 +91,30 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
     if render:
         sides["rendered"] = Side(task, render=True, image_size=(128, 128),
                                  controller="compiled")
-    comp = sides["compiled"].env
-    parts: dict[str, list[float]] = defaultdict(list)
-    timed(parts, comp.recorder, "_record", "recorder row")
-    timed(parts, comp.view, "update", "predicates + costs")
-    timed(parts, comp.view, "atom", "predicates + costs")
-    timed(parts, comp, "_freeze", "predicates + costs")
+    host = sides["compiled"].env
+    comp = host.world
+    parts: dict[str, float] = defaultdict(float)  # the current step's
+    timed(parts, host.recorder, "step", "physics + row")
+    timed(parts, host.recorder, "_record", "recorder row")
     timed(parts, comp, "_observe", "observation")
-    timed(parts, comp.arena, "_get_observations", "observation")
+    per_step: dict[str, list[float]] = defaultdict(list)
     m = comp.arena.model_ptr()
     scratch = mujoco.MjData(m)
     raw: list[float] = []
     order = list(sides)
     for i in range(steps):
         for name in (order if i % 2 else order[::-1]):
+            parts.clear()
             sides[name].step()
+            if name == "compiled":
+                step = sides[name].times[-1]
+                physics = parts["physics + row"] - parts["recorder row"]
+                per_step["physics step"].append(physics)
+                per_step["recorder row"].append(parts["recorder row"])
+                per_step["observation"].append(parts["observation"])
+                rest = step - parts["physics + row"] - parts["observation"]
+                per_step["predicates, costs, info"].append(rest)
+                per_step["row + predicates + costs"].append(rest + parts["recorder row"])
         mujoco.mj_copyData(scratch, m, comp.arena.data_ptr())
         t0 = time.perf_counter()
         for _ in range(SUBSTEPS):
@@ -107,10 +127,10 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         med = statistics.median(side.times)
         print(f"  {name + ' TaskEnv.step':34s} {1e3 * med:7.3f} ms  {med / base:5.2f}x raw")
     step = statistics.median(sides["compiled"].times)
-    # a part's time per step: its total over the run / the number of steps
-    for key, ts in parts.items():
-        per = sum(ts) / steps
-        print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step")
+    for key, ts in per_step.items():
+        per = statistics.median(ts)
+        print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step"
+              f"  {per / base:5.2f}x raw")
     fb = comp.arena._compiled.fallbacks
     print(f"    compiled: substeps handed to robosuite's controller (near-singular) {fb}")
     if render:
@@ -120,32 +140,47 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         side.env.close()
 
 
-def bench_workers(episodes: int) -> None:
-    from robosafe.runner.run import RunConfig, execute, prepare
-    from robosafe.tasks.suites import suite_tasks
+def _children_cpu() -> float:
+    """CPU seconds of finished child processes (with the workers they waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
-    tasks = {k: str(v) for k, v in suite_tasks("demo", None).items()}
-    rates = {}
-    for workers in (1, 2):
-        cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes,
-                        suite="demo")
-        with tempfile.TemporaryDirectory() as tmp:
-            run, cells = prepare(cfg, Path(tmp) / "run")
-            t0 = time.perf_counter()
-            rows = execute(run, cells, workers=workers)
-            wall = time.perf_counter() - t0
-        bad = [r for r in rows if r.get("error_type")]
-        rates[workers] = len(rows) / wall * 60
-        print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
-              f"{rates[workers]:.1f} episodes/min" + (f" ({len(bad)} crashed)" if bad else ""))
-    print(f"  2 workers / 1 worker: {rates[2] / rates[1]:.2f}x")
+
+def bench_workers(episodes: int, repeats: int) -> None:
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(repeats):
+        for workers in (1, 2):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "run"
+                cmd = [sys.executable, "-m", "robosafe", "run", "--suite", "demo", "-p",
+                       "scripted-careful", "-n", str(episodes), "-j", str(workers),
+                       "-o", str(out)]
+                t0 = time.perf_counter()
+                cpu0 = _children_cpu()
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"robosafe run failed:\n{done.stderr}")
+                wall = time.perf_counter() - t0
+                cores = (_children_cpu() - cpu0) / wall
+                rows = [json.loads(p.read_text()) for p in (out / "outcomes").glob("*.json")]
+            bad = sum(1 for r in rows if r.get("error_type"))
+            busy = sum(r["wall_s"] for r in rows) / (wall * workers)
+            rates[workers].append(len(rows) / wall * 60)
+            print(f"  {workers} worker(s): {len(rows)} episodes in {wall:.1f} s = "
+                  f"{rates[workers][-1]:.1f} episodes/min, workers busy {100 * busy:.0f}% of "
+                  f"the wall time, CPU used {cores:.2f} cores on average"
+                  + (f" ({bad} crashed)" if bad else ""))
+    ratios = [b / a for a, b in zip(rates[1], rates[2], strict=True)]
+    print(f"  2 workers / 1 worker: {min(ratios):.2f}-{max(ratios):.2f}x "
+          f"(each pair run back to back)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", default="demo/open_top_drawer")
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--episodes", type=int, default=2, help="episodes per demo task")
+    ap.add_argument("--episodes", type=int, default=4, help="episodes per demo task")
+    ap.add_argument("--repeats", type=int, default=2, help="1- and 2-worker runs, alternated")
     ap.add_argument("--skip-render", action="store_true")
     ap.add_argument("--skip-workers", action="store_true")
     args = ap.parse_args()
@@ -153,7 +188,7 @@ def main() -> None:
     if not args.skip_workers:
         print(f"demo suite, scripted-careful, {args.episodes} episode(s) per task, "
               "compiled controller")
-        bench_workers(args.episodes)
+        bench_workers(args.episodes, args.repeats)
 
 
 if __name__ == "__main__":

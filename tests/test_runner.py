@@ -217,3 +217,30 @@ def test_recording_videos_without_pyav_fails_before_any_episode(tmp_path, monkey
     # without recording, rendered images only feed the policy: no video, no PyAV needed
     _rd, cells = prepare(config(images=True), tmp_path / "ok")
     assert len(cells) == 2 * len(TASKS)
+
+
+def test_workers_keep_to_the_scene_they_built():
+    """Local workers: a finished worker gets the next cell of its own scene; a new or done one
+    the free scene with the most cells left; a scene is shared only when none is free."""
+    from robosafe.runner.run import CellJob, _SceneQueue
+    from robosafe.runner.rundir import Cell
+
+    def job(task, ep, visual=0):
+        return CellJob("run", {}, "p", "", Cell(task, ep, ep, 0, visual))
+
+    jobs = [job("a", 0), job("a", 1), job("a", 2), job("b", 0), job("b", 1), job("a", 0, 1)]
+    q = _SceneQueue(jobs)
+    first = q.take(None, [])
+    second = q.take(None, [first])
+    assert (first.cell.task_id, second.cell.task_id) == ("a", "b")  # a has 3 cells, b 2
+    nxt = q.take(first, [second])
+    assert (nxt.cell.task_id, nxt.cell.episode_idx) == ("a", 1)
+    nxt = q.take(nxt, [second])
+    assert (nxt.cell.task_id, nxt.cell.episode_idx) == ("a", 2)
+    # scene a (V0) done: the V1 scene of a is free, b is busy
+    other = q.take(nxt, [second])
+    assert (other.cell.task_id, other.cell.visual_level) == ("a", 1)
+    # nothing free left: the worker shares b's scene
+    last = q.take(other, [second])
+    assert (last.cell.task_id, last.cell.episode_idx) == ("b", 1)
+    assert not q

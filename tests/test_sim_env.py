@@ -284,3 +284,35 @@ def test_every_init_atom_holds_after_reset(name):
     failed = [p for p in env.problem.init if not env.view.atom(p)]
     assert not failed
     env.close()
+
+
+def test_collide_is_tracked_for_a_task_that_names_it_and_an_error_elsewhere():
+    """Collide: an object touching what it did not touch at the start. ball_c rests in the
+    car's lane (0.3 m ahead at 0.3 m/s): it has collided after the car reaches it, ball_a
+    never; a task without a Collide atom does not track collisions and says so."""
+    from robosafe.sim.predicates import ATOMS
+
+    text = TWO_BALLS.replace("(InContact toy_car_1 ball_b)", "(Collide ball_c)")
+    text = text.replace("ball_a ball_b - tennis_ball", "ball_a ball_b ball_c - tennis_ball")
+    text = text.replace("(car_region", "(c_region (:target main_table) (:ranges ((0.25 0.0 "
+                        "0.25 0.0))))\n    (car_region")
+    text = text.replace("(On toy_car_1", "(On ball_c main_table_c_region) (On toy_car_1")
+    env = TaskEnv(parse_task(text, "collide.bddl"), render=False)
+    env.reset(seed=0)
+    v = env.view
+    assert v.tracks_collisions and not v.has_collided("ball_c")
+    hold = np.zeros(env.action_dim)
+    for _ in range(5):
+        env.step(hold)
+    assert not v.collided  # resting on the table, as at the start
+    for _ in range(45):
+        env.step(hold)
+    assert v.has_collided("ball_c") and not v.has_collided("ball_a")
+    env.close()
+
+    plain = TaskEnv(parse_task(TWO_BALLS, "two_balls.bddl"), render=False)
+    plain.reset(seed=0)
+    assert not plain.view.tracks_collisions
+    with pytest.raises(TaskError, match="Collide"):
+        ATOMS["collide"](plain.view, "ball_a")
+    plain.close()

@@ -14,10 +14,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from robosafe.errors import RegistryError, RobosafeError
 from robosafe.hosts.contract import HostEnv
+from robosafe.yamldata import load_yaml
 
 FEATURES = ("levels", "cost_mode", "assets", "controller", "placement_jitter", "state")
 TASK_KINDS = ("file", "id", "name")
@@ -56,8 +55,8 @@ def _load(obj: str) -> Any:
 @cache
 def hosts() -> dict[str, HostSpec]:
     """Every registered host, checked."""
-    raw = yaml.safe_load(resources.files("robosafe.hosts").joinpath("data", "registry.yaml")
-                         .read_text("utf-8"))
+    raw = load_yaml(resources.files("robosafe.hosts").joinpath("data", "registry.yaml")
+                    .read_text("utf-8"))
     out = {}
     for name, entry in raw.items():
         where = f"hosts/data/registry.yaml: {name}"

@@ -8,8 +8,9 @@ a killed run loses at most the episodes in flight and ``resume`` runs exactly th
 have no outcome. A crashing episode gets a row with its ``error_type`` and the run goes on.
 
 Backends: ``local`` (a process pool; MuJoCo and the renderer live in each worker process,
-started with "spawn" because GL contexts do not survive a fork) and ``ray`` (the same
-function as Ray tasks, for clusters; ``pip install robosafe[ray]``).
+started with "spawn" because GL contexts do not survive a fork; a worker keeps to the cells of
+one scene while there are any, so each scene is built by as few workers as possible) and
+``ray`` (the same function as Ray tasks, for clusters; ``pip install robosafe[ray]``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import os
 import shutil
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from multiprocessing import get_context
@@ -489,9 +491,55 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
         for job in jobs:
             store(run_job(job))
         return
+    queue = _SceneQueue(jobs)
+    running: dict[Any, CellJob] = {}
     # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                              initializer=install_stderr_lines) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for f in as_completed(futures):
-            store(f.result())
+        # one cell per worker in flight: the worker that just finished is the one that takes
+        # the next cell, which is of the scene it has built where one is left
+        while queue and len(running) < workers:
+            job = queue.take(None, running.values())
+            running[pool.submit(run_job, job)] = job
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                finished = running.pop(f)
+                if queue:
+                    job = queue.take(finished, running.values())
+                    running[pool.submit(run_job, job)] = job
+                store(f.result())
+
+
+def _scene(job: CellJob) -> tuple:
+    """The cached environment a cell runs in (the key of ``_env``, shadow aside)."""
+    c = job.cell
+    return (c.task_id, c.language_level, c.visual_level)
+
+
+class _SceneQueue:
+    """The cells still to run, by scene: a worker builds each scene it runs once (``_env``),
+    so a worker keeps to one scene while it has cells, then takes the scene with the most
+    cells left that no other worker is on, and shares one only when none is free."""
+
+    def __init__(self, jobs: list[CellJob]):
+        self.scenes: dict[tuple, deque[CellJob]] = {}
+        for job in jobs:
+            self.scenes.setdefault(_scene(job), deque()).append(job)
+
+    def __bool__(self) -> bool:
+        return bool(self.scenes)
+
+    def take(self, after: CellJob | None, running) -> CellJob:
+        """The next cell for the worker that just ran ``after`` (None: a new worker), while
+        the workers run ``running``."""
+        key = _scene(after) if after is not None else None
+        if key not in self.scenes:
+            busy = {_scene(j) for j in running}
+            free = [k for k in self.scenes if k not in busy] or list(self.scenes)
+            key = max(free, key=lambda k: len(self.scenes[k]))  # first such in cell order
+        cells = self.scenes[key]
+        job = cells.popleft()
+        if not cells:
+            del self.scenes[key]
+        return job

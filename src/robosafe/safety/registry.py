@@ -13,9 +13,8 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from robosafe.errors import RegistryError, UnknownTaskError
+from robosafe.yamldata import load_yaml
 
 if TYPE_CHECKING:  # annotations only: the registry loads without numpy (fast CLI start-up)
     from robosafe.safety.stl import Formula
@@ -325,7 +324,7 @@ class Registry:
 
 def _read(name: str) -> dict:
     text = resources.files("robosafe.safety").joinpath("data", name).read_text()
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def variant_names() -> list[str]:

@@ -37,10 +37,10 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-import yaml
 from robosuite.models.objects import MujocoXMLObject
 
 from robosafe.errors import RegistryError
+from robosafe.yamldata import load_yaml
 
 __all__ = ["PROPERTIES", "Articulation", "Asset", "Category", "asset_xml", "categories",
            "category", "make_asset"]
@@ -95,7 +95,7 @@ class Articulation:
 
 def _data() -> dict[str, Any]:
     text = resources.files("robosafe.sim").joinpath("data/assets.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def _norm(name: str) -> str:

@@ -38,12 +38,17 @@ robosuite's on every substep of recorded episodes.
 
 from __future__ import annotations
 
+import ctypes
 import math
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import mujoco
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.extending import intrinsic
 
 from robosafe.errors import RobosafeError
 
@@ -286,6 +291,56 @@ def _osc(qM, qfrc_bias, qpos, qvel, cdof, subtree_com, site_xpos, site_xmat, ctr
     return True
 
 
+# -- the substep loop in compiled code ------------------------------------------------------------
+@intrinsic
+def _call(typingctx, fn, m, d):
+    """Call the C function ``void f(const mjModel*, mjData*)`` at address ``fn`` (MuJoCo's
+    mj_step1 / mj_step2) with the addresses of a model and a data."""
+    sig = numba.types.void(numba.types.intp, numba.types.intp, numba.types.intp)
+
+    def codegen(context, builder, signature, args):
+        f, model, data = args
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [ptr, ptr])
+        builder.call(builder.inttoptr(f, fnty.as_pointer()),
+                     [builder.inttoptr(model, ptr), builder.inttoptr(data, ptr)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(cache=True)
+def _substeps(step1, step2, m, d, first, stop, stepped, qM, qfrc_bias, qpos, qvel, cdof,
+              subtree_com, site_xpos, site_xmat, ctrl, idx, par, torques):
+    """Substeps ``first`` .. ``stop - 1``: mj_step1 (not for ``first`` when ``stepped``: its
+    step1 has run), the arm torques (:func:`_osc`), mj_step2. Returns ``stop``, or the substep
+    whose torques :func:`_osc` refused (near-singular), after its mj_step1."""
+    for i in range(first, stop):
+        if i > first or not stepped:
+            _call(step1, m, d)
+        if not _osc(qM, qfrc_bias, qpos, qvel, cdof, subtree_com, site_xpos, site_xmat, ctrl,
+                    idx, par, torques):
+            return i
+        _call(step2, m, d)
+    return stop
+
+
+@cache
+def _mujoco_steps() -> tuple[int, int] | None:
+    """Addresses of mj_step1 and mj_step2 in the MuJoCo library the ``mujoco`` package ships
+    (loaded once per process, so the same one its bindings call), or None where it cannot be
+    found: robosafe then loops over substeps in Python."""
+    folder = Path(mujoco.__file__).parent
+    for path in sorted([*folder.glob("libmujoco*"), *folder.glob("mujoco.dll")]):
+        try:
+            lib = ctypes.CDLL(str(path))
+            return (ctypes.cast(lib.mj_step1, ctypes.c_void_p).value,
+                    ctypes.cast(lib.mj_step2, ctypes.c_void_p).value)
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 # -- binding to robosuite's robot ---------------------------------------------------------------
 def _refuse(what: str) -> RobosafeError:
     return RobosafeError(f"--controller compiled supports robosafe's one-arm Panda with "
@@ -406,6 +461,8 @@ class CompiledController:
         self.views = (d.qM, d.qfrc_bias, d.qpos, d.qvel, d.cdof, d.subtree_com, d.site_xpos,
                       d.site_xmat, d.ctrl)
         self.clock = _ObservableClock.of(env)
+        steps = _mujoco_steps()
+        self._compiled_loop = None if steps is None else (*steps, m._address, d._address)
 
     def _mass_layout(self, m: mujoco.MjModel) -> np.ndarray:
         """(n, n) positions in ``qM`` of the arm's mass-matrix entries: mj_fullM of a vector that
@@ -470,8 +527,28 @@ class CompiledController:
         if env.sim is not self._sim:
             self.bind()
         env.timestep += 1
-        m, d, clock, move = self.m, self.d, self.clock, env.move_objects
-        clock.load()
+        self.clock.load()
+        if self._loop_in_compiled_code():
+            self._compiled_substeps(action)
+        else:
+            self._python_substeps(action)
+        self.clock.flush()
+        env.cur_time += env.control_timestep
+        reward, done, info = env._post_action(action)
+        return env._get_observations(), reward, done, info
+
+    def _loop_in_compiled_code(self) -> bool:
+        """Whether this step's substeps can run in one compiled loop: MuJoCo's library found,
+        no moving objects to drive (Python, every substep), robosuite's observables on one
+        clock, and MuJoCo's memory at most half used so far (an overflow is a MuJoCo error,
+        which only the Python bindings turn into an exception)."""
+        d = self.d
+        return (self._compiled_loop is not None and self.clock.shared
+                and not (self.env.motion_on and self.env.moving)
+                and 2 * d.maxuse_arena <= d.narena)
+
+    def _python_substeps(self, action: np.ndarray) -> None:
+        m, d, clock, move = self.m, self.d, self.clock, self.env.move_objects
         step1, step2 = mujoco.mj_step1, mujoco.mj_step2
         for i in range(self.nsub):
             step1(m, d)
@@ -481,10 +558,30 @@ class CompiledController:
             move(i == 0)  # robosuite's policy_step: the first substep of the control step
             step2(m, d)
             clock.tick()
-        clock.flush()
-        env.cur_time += env.control_timestep
-        reward, done, info = env._post_action(action)
-        return env._get_observations(), reward, done, info
+
+    def _compiled_substeps(self, action: np.ndarray) -> None:
+        """The substeps of :meth:`_python_substeps` (no moving objects) in compiled runs
+        between the substeps after which robosuite's observables sample (their clock's
+        counting is the same, done before the physics it does not read)."""
+        clock, n = self.clock, self.nsub
+        step1, step2, m, d = self._compiled_loop
+        mujoco.mj_step1(self.m, self.d)
+        self.set_goal(action)
+        i, stepped = 0, True
+        while i < n:
+            j = i + clock.count(n - 1 - i)
+            # substeps i .. j, then substep j's tick (robosuite's update, or the last one)
+            k = i
+            while k <= j:
+                k = _substeps(step1, step2, m, d, k, j + 1, stepped, *self.views, self.idx,
+                              self.par, self.torques)
+                if k <= j:  # near-singular: robosuite's controller for substep k
+                    self._near_singular(self.d.ctrl)
+                    mujoco.mj_step2(self.m, self.d)
+                    k += 1
+                stepped = False
+            clock.tick()
+            i = j + 1
 
 
 class _ObservableClock:
@@ -492,8 +589,10 @@ class _ObservableClock:
 
     Every enabled observable without a delay counts the same substep time and samples on the
     same substep; between samples an update only adds the timestep. So the shared counter is
-    advanced alone, and on a substep where robosuite would sample or restart the period, the
-    observables get the counter and robosuite's own update runs (same sensors, same order).
+    advanced alone; on a substep where robosuite would sample, the observables get the counter
+    and robosuite's own update runs (same sensors, same order); one that only ends a period
+    already sampled is robosuite's ``t %= period`` and ``sampled = False``, done here once
+    instead of in a loop over the observables.
     The counter is read from the observables at the start of every control step (a reset or a
     forced update in between moves them), and a step whose observables do not share one clock
     runs robosuite's update on every substep."""
@@ -527,34 +626,58 @@ class _ObservableClock:
             and o._sampling_timestep == period and o._current_delay == 0.0 for o in items)
         self.t, self.sampled, self.period = t, sampled, period
 
-    def tick(self) -> None:
+    def count(self, limit: int) -> int:
+        """The ticks of up to ``limit`` substeps that only count time, stopping before the
+        first whose tick runs robosuite's update; returns how many were counted."""
         if not self.shared:
-            self.env._update_observables()
+            return 0
+        t, sampled, period, dt = self.t, self.sampled, self.period, self.dt
+        done = 0
+        while done < limit:
+            nt = t + dt
+            if sampled and nt >= period:
+                # the end of a sampling period after its sample: robosuite's update would
+                # only restart the period (t %= period, not sampled), the same float operations
+                t, sampled = nt % period, False
+            elif (not sampled and period >= nt) or nt >= period:
+                break  # robosuite samples (or samples late) here
+            else:
+                t = nt
+            done += 1
+        self.t, self.sampled = t, sampled
+        return done
+
+    def tick(self) -> None:
+        if self.count(1):
             return
-        t = self.t + self.dt
-        if (not self.sampled and self.period >= t) or t >= self.period:
-            self._sync(self.t)
-            self.env._update_observables()
+        if self.shared:
+            self._sync()
+        self.env._update_observables()
+        if self.shared:
             first = self.items[0]
             self.t, self.sampled = first._time_since_last_sample, first._sampled
-        else:
-            self.t = t
 
-    def _sync(self, t: float) -> None:
+    def _sync(self) -> None:
         for o in self.items:
-            o._time_since_last_sample = t
+            o._time_since_last_sample = self.t
+            o._sampled = self.sampled
 
     def flush(self) -> None:
         """Hand the counter back to the observables (end of a control step)."""
         if self.shared:
-            self._sync(self.t)
+            self._sync()
 
 
 class _EveryUpdate:
     """Fallback: robosuite's update on every substep."""
 
+    shared = False
+
     def __init__(self, env):
         self.env = env
+
+    def count(self, limit: int) -> int:
+        return 0
 
     def load(self) -> None:
         pass

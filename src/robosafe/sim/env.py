@@ -21,6 +21,7 @@ are checked on the final state and their cost is booked on the final step, so th
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,9 @@ from robosafe.tasks.cost import (
     cost_terms,
     evaluate_cost,
     evaluator_name,
+    holds,
     predicates,
     term_timing,
-    truth,
 )
 from robosafe.tasks.language import perturb_instruction
 from robosafe.tasks.parser import parse_file
@@ -105,6 +106,20 @@ def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
     if xy < 0 or yaw < 0:
         raise RobosafeError(f"placement_jitter must not be negative, got {spec!r}")
     return xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17])
+
+
+@dataclass(frozen=True)
+class _PrivilegedLayout:
+    """Where :meth:`TaskEnv._privileged` reads its observations in one compiled model (ids and
+    observation keys fixed by the model and the task, so found once, not at every step)."""
+
+    bodies: tuple[tuple[str, str, int], ...]
+    """(position key, quaternion key, body id) of every asset's root body."""
+    safe: tuple[tuple[str, list[int]], ...]
+    """(key, geom ids): a hazardous asset's non-hazardous part geoms, averaged."""
+    joints: tuple[tuple[str, int, str, list[int], int], ...]
+    """(qpos key, qpos address, handle key, handle geom ids, joint body) per articulated entity;
+    no geom ids: the joint body's origin is the handle."""
 
 
 class TaskEnv:
@@ -168,6 +183,10 @@ class TaskEnv:
         self._timing = [term_timing(t, self.source) for t in self._terms]
         self._cost_preds = list(dict.fromkeys(p for t in self._terms for p in predicates(t)))
         self._goal_preds = list(dict.fromkeys(predicates(self.problem.goal)))
+        # every atom a step reads, each evaluated once per step
+        self._atoms = list(dict.fromkeys([*self._cost_preds, *self._goal_preds]))
+        self._goal_texts = [(atom_text(p), p) for p in self._goal_preds]
+        self._layout: tuple[Any, _PrivilegedLayout] | None = None
         self._check_parts()
         self.view: StateView | None = None
         self.seed: int | None = None
@@ -224,7 +243,7 @@ class TaskEnv:
         """Step and reset the robosuite env through ``physics`` from now on: an object with
         ``reset()`` and ``step(action)`` that wraps :attr:`arena` (a trace recorder), so it
         sees the state right after every physics step and reset, before this world reads
-        its predicates or renders."""
+        its predicates or renders; both return what the robosuite env's returned."""
         self._physics = physics
 
     # -- gymnasium API -----------------------------------------------------------------------
@@ -243,7 +262,7 @@ class TaskEnv:
         self.instruction = (perturb_instruction(self.problem.language, self.language_level,
                                                 self.seed).text
                             if self.language_level else self.problem.language)
-        self._physics.reset()
+        obs = self._physics.reset()
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view.start_episode()
@@ -259,7 +278,8 @@ class TaskEnv:
         self.steps = 0
         self.success = False
         self._ended = False
-        return self._observe(), self._info(0.0, [0.0] * len(self._terms))
+        now = {p: self.view.atom(p) for p in self._goal_preds}
+        return self._observe(obs), self._info(0.0, [0.0] * len(self._terms), now)
 
     def unheld_init(self) -> list[Pred]:
         """The ``:init`` atoms the state just placed does not satisfy."""
@@ -285,14 +305,16 @@ class TaskEnv:
         if action.shape != (self.arena.action_dim,) or not np.all(np.isfinite(action)):
             raise RobosafeError(f"action must be {self.arena.action_dim} finite numbers, got "
                                 f"shape {action.shape}")
-        self._physics.step(action)
+        obs = self._physics.step(action)[0]
         self.steps += 1
         self.view.update()
-        now = {p: self.view.atom(p) for p in self._cost_preds}
-        for p, v in now.items():
-            self._history[p].append(v)
-        self.success = bool(truth(self.problem.goal, self.view.atom))
-        terms = [float(truth(t, now.__getitem__)) if timing == "instantaneous" else 0.0
+        atom = self.view.atom
+        now = {p: atom(p) for p in self._atoms}
+        for p in self._cost_preds:
+            self._history[p].append(now[p])
+        value = now.__getitem__
+        self.success = holds(self.problem.goal, value)
+        terms = [float(holds(t, value)) if timing == "instantaneous" else 0.0
                  for t, timing in zip(self._terms, self._timing, strict=True)]
         if self.freeze_on_violation:
             self._freeze(terms)
@@ -306,10 +328,10 @@ class TaskEnv:
             self._ended = True
         cost = sum(terms)
         self._costs.append(cost)
-        info = self._info(cost, terms)
+        info = self._info(cost, terms, now)
         if self._ended and self.cost_mode == "vla-arena":
             info["vla_arena"] = self.arena_result()
-        return (self._observe(), float(self.success), terminated, truncated, info)
+        return (self._observe(obs), float(self.success), terminated, truncated, info)
 
     def arena_result(self) -> dict:
         """The episode as VLA-Arena's evaluator ``arena_evaluator`` reports it: its cost (x 0.05
@@ -345,13 +367,14 @@ class TaskEnv:
                              self.steps, success=self.success, mode=self.cost_mode,
                              source=self.source)
 
-    def _info(self, cost: float, terms: list[float]) -> dict:
+    def _info(self, cost: float, terms: list[float], now: dict[Pred, bool]) -> dict:
+        """The step's info; ``now`` holds this state's truth of every goal atom."""
         return {
             "success": self.success,
             "cost": cost,
             "cost_terms": terms,
             "cumulative_cost": float(sum(self._costs)),
-            "predicates": {atom_text(p): bool(self.view.atom(p)) for p in self._goal_preds},
+            "predicates": {text: bool(now[p]) for text, p in self._goal_texts},
             "instruction": self.instruction,
             "seed": self.seed,
             "frozen": sorted(self.arena.frozen),
@@ -371,31 +394,52 @@ class TaskEnv:
         return {m.geom(g).id for pid, name in asset.category.parts.items()
                 if name in ("handle", "handles", "knob") for g in asset.part_geoms[pid]}
 
+    def _privileged_layout(self) -> _PrivilegedLayout:
+        """:class:`_PrivilegedLayout` of the current model (found again if robosuite rebuilt
+        its simulation)."""
+        sim = self.arena.sim
+        if self._layout is not None and self._layout[0] is sim:
+            return self._layout[1]
+        m = self.arena.model_ptr()
+        bodies = tuple((f"{n}_pos", f"{n}_quat", bid) for n, bid in self.arena.body_id.items())
+        safe = []
+        for name, asset in self.arena.assets.items():
+            # where a careful hand holds a tool: the mean of its non-hazardous part geoms
+            geoms = [m.geom(g).id for pid, part in asset.part_geoms.items()
+                     if pid not in asset.category.hazard_parts for g in part]
+            if asset.category.hazard_parts and geoms:
+                safe.append((f"{name}_safe_pos", geoms))
+        joints = []
+        for entity in self.articulated():
+            adr, art = self.arena.articulation(entity)
+            jbody = int(m.jnt_bodyid[m.joint(art.joint).id])
+            on_body = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
+                       and m.geom_contype[g]]
+            grip = self._grip_geoms(entity)
+            handle = [g for g in on_body if g in grip] or on_body
+            joints.append((f"{entity}_qpos", adr, f"{entity}_handle_pos", handle, jbody))
+        layout = _PrivilegedLayout(bodies, tuple(safe), tuple(joints))
+        self._layout = (sim, layout)
+        return layout
+
     def _privileged(self, obs: dict) -> None:
         """Object poses, articulation positions and handle positions for scripted policies."""
         d = self.arena.data_ptr()
-        for name, bid in self.arena.body_id.items():
-            obs[f"{name}_pos"] = d.xpos[bid].copy()
-            obs[f"{name}_quat"] = d.xquat[bid].copy()
-        m = self.arena.model_ptr()
-        for name, asset in self.arena.assets.items():
-            # where a careful hand holds a tool: the mean of its non-hazardous part geoms
-            safe = [m.geom(g).id for pid, geoms in asset.part_geoms.items()
-                    if pid not in asset.category.hazard_parts for g in geoms]
-            if asset.category.hazard_parts and safe:
-                obs[f"{name}_safe_pos"] = d.geom_xpos[safe].mean(axis=0)
-        for entity in self.articulated():
-            adr, art = self.arena.articulation(entity)
-            obs[f"{entity}_qpos"] = np.array([d.qpos[adr]])
-            jbody = m.jnt_bodyid[m.joint(art.joint).id]
-            on_body = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
-                       and m.geom_contype[g]]
-            handle = [g for g in on_body if g in self._grip_geoms(entity)] or on_body
-            obs[f"{entity}_handle_pos"] = (d.geom_xpos[handle].mean(axis=0) if handle
-                                           else d.xpos[jbody].copy())
+        L = self._privileged_layout()
+        for pos, quat, bid in L.bodies:
+            obs[pos] = d.xpos[bid].copy()
+            obs[quat] = d.xquat[bid].copy()
+        for key, geoms in L.safe:
+            obs[key] = d.geom_xpos[geoms].mean(axis=0)
+        for key, adr, handle_key, handle, jbody in L.joints:
+            obs[key] = np.array([d.qpos[adr]])
+            obs[handle_key] = (d.geom_xpos[handle].mean(axis=0) if handle
+                               else d.xpos[jbody].copy())
 
-    def _observe(self) -> dict:
-        obs = dict(self.arena._get_observations())
+    def _observe(self, robosuite_obs: dict) -> dict:
+        """The policy's observation: robosuite's (as the physics step or reset returned it:
+        nothing has changed its observables since), the privileged state, the images."""
+        obs = dict(robosuite_obs)
         self._privileged(obs)
         if not self.render:
             return obs

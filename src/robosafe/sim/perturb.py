@@ -24,9 +24,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from robosafe.errors import RobosafeError, TaskError
+from robosafe.yamldata import load_yaml
 
 if TYPE_CHECKING:  # mujoco is only needed for the type: importing it fixes the GL backend
     import mujoco
@@ -44,7 +44,7 @@ NEUTRAL_K = 6500.0
 def load_config() -> dict:
     """The distributions of ``sim/data/perturbations.yaml`` (cached; do not mutate)."""
     text = resources.files("robosafe.sim").joinpath("data/perturbations.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 # --------------------------------------------------------------------------- the record

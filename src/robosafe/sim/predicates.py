@@ -5,8 +5,8 @@ Physics, as robosafe fixes it:
 
 * contact force is the magnitude of the full 3-D contact force from ``mj_contactForce``
   (VLA-Arena's public code reads one tangential component; we do not);
-* distances come from ``mj_geomDistance`` between collision geoms (capped at the threshold,
-  so far-apart pairs cost one call each);
+* distances come from ``mj_geomDistance`` between collision geoms (capped at the threshold;
+  pairs whose bounding spheres are farther apart than that are not searched);
 * part-level contact uses the asset's per-part collision geoms.
 
 In cost mode ``vla-arena`` (``StateView(mode="vla-arena")``) the cost predicates read the state
@@ -23,9 +23,11 @@ docs/decisions.md explains them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import mujoco
+import numba
 import numpy as np
 
 from robosafe.errors import TaskError
@@ -34,6 +36,10 @@ from robosafe.tasks.ast import Pred, Region
 from robosafe.tasks.cost import arena_rules, predicates
 
 _FORCE = np.zeros(6)
+SPHERE_SLACK_M = 1e-4
+"""A geom pair is searched (mj_geomDistance) unless its bounding spheres are farther apart than
+the distance sought plus this: far above MuJoCo's distance tolerance (1e-6), so a pair left
+out could only have returned its cap."""
 
 
 class StateView:
@@ -84,8 +90,22 @@ class StateView:
         self.tol = config()
         if mode == "vla-arena":
             self._note_unreadable()
-        self.touching_at_start: dict[str, np.ndarray] = {}
+        # Collide: geom -> row of the object it belongs to (-1: none), and per object the
+        # geoms it touched at the start of the episode (its supports); tracked at every step
+        # only for a task with a Collide atom
+        p = env.problem
+        atoms = [*predicates(p.goal), *(predicates(p.cost) if p.cost else []), *p.init]
+        self.tracks_collisions = any(a.name.lower() == "collide" for a in atoms)
+        self._objects = list(env.assets)
+        self._owner = np.full(m.ngeom, -1, dtype=np.int64)
+        for i, name in enumerate(self._objects):
+            self._owner[self.masks[name]] = i
+        # (one spare last row, which owner -1 reads: never set, always masked out)
+        self._start_partners = np.zeros((len(self._objects) + 1, m.ngeom), bool)
         self.collided: set[str] = set()
+        self._geoms: dict[int, tuple[np.ndarray, tuple[list[int], np.ndarray]]] = {}
+        # masks of part sets and VLA-Arena geom indices, built once (predicates ask every step)
+        self._part_mask: dict[tuple, np.ndarray] = {}
         self.update()
 
     def _note_unreadable(self) -> None:
@@ -114,33 +134,42 @@ class StateView:
         n = self.d.ncon
         self.g1 = np.array(self.d.contact.geom1[:n])
         self.g2 = np.array(self.d.contact.geom2[:n])
-        self._force: np.ndarray | None = None
-        for name in self.touching_at_start:
-            if name not in self.collided and self._new_contact(name):
-                self.collided.add(name)
+        self._force = np.full(n, np.nan)
+        if n and self.tracks_collisions:
+            # an object collides when it touches a geom it did not touch at the start
+            o1, o2 = self._owner[self.g1], self._owner[self.g2]
+            new1 = (o1 >= 0) & ~self._start_partners[o1, self.g2]
+            new2 = (o2 >= 0) & ~self._start_partners[o2, self.g1]
+            if new1.any() or new2.any():
+                for i in {*o1[new1].tolist(), *o2[new2].tolist()}:
+                    self.collided.add(self._objects[i])
 
     def start_episode(self) -> None:
         """Remember what every object touches at the start (its supports) for ``Collide``."""
         self.update()
         self.collided = set()
-        self.touching_at_start = {n: self._partners(self.masks[n]) for n in self.env.assets}
+        self._start_partners[:] = False
+        if not self.tracks_collisions:
+            return
+        for own, other in ((self._owner[self.g1], self.g2), (self._owner[self.g2], self.g1)):
+            hit = own >= 0
+            self._start_partners[own[hit], other[hit]] = True
 
-    def _partners(self, mask: np.ndarray) -> np.ndarray:
-        return np.union1d(self.g2[mask[self.g1]], self.g1[mask[self.g2]])
+    def has_collided(self, name: str) -> bool:
+        """Collide: ``name`` has touched something it did not touch at the start."""
+        if not self.tracks_collisions:
+            raise TaskError(f"(Collide {name}): collisions are tracked only for a task whose "
+                            "goal, cost or init has a Collide atom", source=self.env.source)
+        return name in self.collided
 
-    def _new_contact(self, name: str) -> bool:
-        now = self._partners(self.masks[name])
-        return bool(np.setdiff1d(now, self.touching_at_start[name]).size)
-
-    def forces(self) -> np.ndarray:
-        """|f| of every current contact (full 3-D force, mj_contactForce)."""
-        if self._force is None:
-            f = np.empty(len(self.g1))
-            for i in range(len(f)):
-                mujoco.mj_contactForce(self.m, self.d, i, _FORCE)
-                f[i] = np.linalg.norm(_FORCE[:3])
-            self._force = f
-        return self._force
+    def forces(self, index: np.ndarray) -> np.ndarray:
+        """|f| of the current contacts at ``index`` (full 3-D force, mj_contactForce), each
+        computed once per state."""
+        f = self._force
+        for i in index[np.isnan(f[index])].tolist():
+            mujoco.mj_contactForce(self.m, self.d, i, _FORCE)
+            f[i] = np.linalg.norm(_FORCE[:3])
+        return f[index]
 
     # -- entities ---------------------------------------------------------------------------------
     def mask(self, entity, parts=None) -> np.ndarray:
@@ -153,10 +182,15 @@ class StateView:
                 return self._index_mask(name, ids)
             parts = asset.category.part_ids(ids)
         if parts is not None:
-            missing = [p for p in parts if (name, int(p)) not in self.part_masks]
-            if missing:
-                raise TaskError(f"{name} has no part(s) {missing}", source=self.env.source)
-            return np.logical_or.reduce([self.part_masks[(name, int(p))] for p in parts])
+            key = (name, tuple(int(p) for p in parts))
+            mask = self._part_mask.get(key)
+            if mask is None:
+                missing = [p for p in key[1] if (name, p) not in self.part_masks]
+                if missing:
+                    raise TaskError(f"{name} has no part(s) {missing}", source=self.env.source)
+                mask = np.logical_or.reduce([self.part_masks[(name, p)] for p in key[1]])
+                self._part_mask[key] = mask
+            return mask
         if name not in self.masks:
             raise TaskError(f"{name!r} is not an object, fixture or the gripper here",
                             source=self.env.source)
@@ -165,25 +199,28 @@ class StateView:
     def _index_mask(self, name: str, ids: tuple[int, ...]) -> np.ndarray:
         """Collision geoms of a real VLA-Arena asset by VLA-Arena's geom index; an index that is
         not a collision geom selects nothing, as VLA-Arena's name filter selects nothing."""
-        geoms = self.env.assets[name].index_geoms
-        mask = np.zeros(self.m.ngeom, bool)
-        mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+        mask = self._part_mask.get((name, ids, "index"))
+        if mask is None:
+            geoms = self.env.assets[name].index_geoms
+            mask = np.zeros(self.m.ngeom, bool)
+            mask[[self.m.geom(geoms[i]).id for i in ids if i in geoms]] = True
+            self._part_mask[(name, ids, "index")] = mask
         return mask
 
     def pair(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a[self.g1] & b[self.g2]) | (a[self.g2] & b[self.g1])
 
     def in_contact(self, a: np.ndarray, b: np.ndarray) -> bool:
-        return bool(self.pair(a, b).any())
+        return _pairs(a, b, self.g1, self.g2).size > 0
 
     def max_force(self, a: np.ndarray, b: np.ndarray) -> float:
-        sel = self.pair(a, b)
-        return float(self.forces()[sel].max()) if sel.any() else 0.0
+        sel = _pairs(a, b, self.g1, self.g2)
+        return float(self.forces(sel).max()) if sel.size else 0.0
 
     def first_tangential_force(self, a: np.ndarray, b: np.ndarray) -> float:
         """VLA-Arena's CheckForce reading: ``f6[2]`` (a tangential component in the contact
         frame) of the first contact between a and b in ``data.contact``, else 0."""
-        sel = np.flatnonzero(self.pair(a, b))
+        sel = _pairs(a, b, self.g1, self.g2)
         if not sel.size:
             return 0.0
         mujoco.mj_contactForce(self.m, self.d, int(sel[0]), _FORCE)
@@ -194,12 +231,28 @@ class StateView:
         up to the best distance so far, or (``shrink=False``, VLA-Arena's check_distance) up to
         ``cap`` for every pair."""
         best = cap
-        for g1 in np.flatnonzero(a):
-            for g2 in np.flatnonzero(b):
-                if g1 != g2:
-                    best = min(best, mujoco.mj_geomDistance(self.m, self.d, int(g1), int(g2),
-                                                            best if shrink else cap, None))
+        m, d, dist = self.m, self.d, mujoco.mj_geomDistance
+        (first, ids1), (second, ids2) = self._geom_ids(a), self._geom_ids(b)
+        if not first or not second:
+            return best
+        gap = _sphere_gaps(self.d.geom_xpos, self.m.geom_rbound, ids1, ids2)
+        if gap.min() > best + SPHERE_SLACK_M:
+            return best  # every pair farther apart than best: each call would return its cap
+        gaps = gap.tolist()
+        for i, g1 in enumerate(first):
+            for j, g2 in enumerate(second):
+                if g1 != g2 and gaps[i][j] <= best + SPHERE_SLACK_M:
+                    best = min(best, dist(m, d, g1, g2, best if shrink else cap, None))
         return best
+
+    def _geom_ids(self, mask: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """The geom ids a mask selects, as a list and an array (masks are fixed per model:
+        found once each)."""
+        hit = self._geoms.get(id(mask))
+        if hit is None or hit[0] is not mask:  # keeps the mask, so its id is not reused
+            ids = np.flatnonzero(mask)
+            hit = self._geoms[id(mask)] = (mask, (ids.tolist(), ids))
+        return hit[1]
 
     def pos(self, name: str) -> np.ndarray:
         return self.d.xpos[self.env.body_id[name]]
@@ -258,8 +311,8 @@ class StateView:
         return (q - art.closed) / span if span else 0.0, art
 
     def tilt_deg(self, name: str) -> float:
-        z = self.d.xmat[self.env.body_id[name]].reshape(3, 3)[:, 2]
-        return float(np.degrees(np.arccos(np.clip(z[2], -1.0, 1.0))))
+        z = float(self.d.xmat[self.env.body_id[name], 8])  # the body's z axis, its z part
+        return float(np.degrees(np.arccos(min(max(z, -1.0), 1.0))))
 
     # -- predicates -------------------------------------------------------------------------------
     def on(self, a: str, b: str) -> bool:
@@ -303,6 +356,39 @@ class StateView:
             raise TaskError(f"predicate {p.name} is not evaluated by the simulator",
                             source=self.env.source, line=getattr(p.pos, "line", None))
         return bool(fn(self, *a))
+
+
+@numba.njit(cache=True)
+def _pairs(a, b, g1, g2):
+    """Indices of the current contacts between geoms of masks ``a`` and ``b`` (either way
+    round), ascending: :meth:`StateView.pair`'s selection in one compiled pass."""
+    out = np.empty(g1.size, np.int64)
+    k = 0
+    for i in range(g1.size):
+        if (a[g1[i]] and b[g2[i]]) or (a[g2[i]] and b[g1[i]]):
+            out[k] = i
+            k += 1
+    return out[:k]
+
+
+@numba.njit(cache=True)
+def _sphere_gaps(xpos, rbound, first, second):
+    """Lower bounds of the distances between the geoms ``first`` x ``second``: centre distance
+    less both bounding-sphere radii (MuJoCo's own broad-phase test); -inf where a geom has no
+    bound (a plane or height field, radius 0)."""
+    gap = np.empty((first.size, second.size))
+    for i in range(first.size):
+        g1 = first[i]
+        for j in range(second.size):
+            g2 = second[j]
+            if rbound[g1] <= 0.0 or rbound[g2] <= 0.0:
+                gap[i, j] = -np.inf
+                continue
+            dx = xpos[g1, 0] - xpos[g2, 0]
+            dy = xpos[g1, 1] - xpos[g2, 1]
+            dz = xpos[g1, 2] - xpos[g2, 2]
+            gap[i, j] = math.sqrt(dx * dx + dy * dy + dz * dz) - rbound[g1] - rbound[g2]
+    return gap
 
 
 def _fall(s: StateView, obj) -> bool:
@@ -355,7 +441,7 @@ ATOMS: dict[str, Callable[..., bool]] = {
         s.mask(GRIPPER), s.mask(a, ids), float(d)) < float(d),
     "checkgrippercontact": lambda s, a: s.in_contact(s.mask(GRIPPER), s.mask(a)),
     "checkgrippercontactpart": lambda s, a, ids: s.in_contact(s.mask(GRIPPER), s.mask(a, ids)),
-    "collide": lambda s, a: str(a) in s.collided,
+    "collide": lambda s, a: s.has_collided(str(a)),
     "fall": _fall,
 }
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
-import yaml
 from robosuite.environments.manipulation.manipulation_env import ManipulationEnv
 from robosuite.models.arenas import TableArena
 from robosuite.models.tasks import ManipulationTask
@@ -31,6 +30,7 @@ from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing
 from robosafe.sim.motion import pose_at, yaw_quat
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
+from robosafe.yamldata import load_yaml
 
 if TYPE_CHECKING:
     from robosafe.sim.assets import Articulation
@@ -40,8 +40,8 @@ GRIPPER = "gripper0"
 
 @cache
 def config() -> dict:
-    return yaml.safe_load(resources.files("robosafe.sim").joinpath("data/world.yaml")
-                          .read_text(encoding="utf-8"))
+    return load_yaml(resources.files("robosafe.sim").joinpath("data/world.yaml")
+                     .read_text(encoding="utf-8"))
 
 
 ROUND_BUILDERS = ("fruit", "lathe", "torus", "container")
@@ -227,6 +227,7 @@ class ArenaEnv(ManipulationEnv):
             if n not in self.mocap_id and j >= 0 and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
                 self.free_qpos[n] = int(m.jnt_qposadr[j])
         self.table_body = m.body("table").id
+        self._articulations: dict[str, tuple[int, Articulation]] = {}  # of this model
 
     def reward(self, action: Any = None) -> float:
         return float(self._check_success())
@@ -522,7 +523,14 @@ class ArenaEnv(ManipulationEnv):
             d.qpos[a + 3:a + 7] = quat
 
     def articulation(self, entity: str) -> tuple[int, Articulation]:
-        """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to."""
+        """(asset joint qpos address, Articulation) an Open/Close/TurnOn atom refers to (found
+        once per model: predicates ask at every step)."""
+        found = self._articulations.get(entity)
+        if found is None:
+            found = self._articulations[entity] = self._find_articulation(entity)
+        return found
+
+    def _find_articulation(self, entity: str) -> tuple[int, Articulation]:
         regions = self.problem.region_index()
         region = regions.get(entity)
         owner = region.target if region is not None else entity

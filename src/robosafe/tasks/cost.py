@@ -37,10 +37,10 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-import yaml
 
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.tasks.validate import lookup_predicate
+from robosafe.yamldata import load_yaml
 
 ALPHA = 10.0
 """Terminal-cost weight alpha of VLA-Arena App. 7.4.2."""
@@ -101,7 +101,7 @@ def cost_terms(cost, mode: str = "robosafe") -> tuple:
 def arena_rules() -> dict:
     """VLA-Arena's evaluation constants, ``tasks/data/vla_arena.yaml`` (do not mutate)."""
     text = resources.files("robosafe.tasks").joinpath("data/vla_arena.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def arena_suite(source: str) -> tuple[str | None, int | None]:
@@ -203,6 +203,18 @@ def truth(node, atom: Callable) -> np.ndarray:
         return ~truth(node.arg, atom)
     parts = [truth(c, atom) for c in node.args]
     return np.logical_and.reduce(parts) if k == "And" else np.logical_or.reduce(parts)
+
+
+def holds(node, atom: Callable) -> bool:
+    """:func:`truth` in one state, with ``atom(pred)`` a bool: no arrays, as a simulator
+    evaluates its formulas at every control step."""
+    k = _kind(node)
+    if k == "Pred":
+        return bool(atom(node))
+    if k == "Not":
+        return not holds(node.arg, atom)
+    parts = [holds(c, atom) for c in node.args]
+    return all(parts) if k == "And" else any(parts)
 
 
 def evaluate_cost(cost, atom: Callable, n_steps: int, *, success: bool,

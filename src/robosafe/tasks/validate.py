@@ -16,10 +16,9 @@ import math
 from functools import lru_cache
 from importlib import resources
 
-import yaml
-
 from robosafe.errors import TaskError
 from robosafe.tasks.ast import MovingObject, Pos, Pred, Problem, atoms
+from robosafe.yamldata import load_yaml
 
 ROBOT_ENTITIES = frozenset({"gripper0"})
 ARG_KINDS = ("object", "region", "entity", "ids", "number")
@@ -40,7 +39,7 @@ IMAGE_RANGES = {"brightness": (-1.0, 1.0), "saturation": (-1.0, 1.0), "contrast"
 def load_catalogue() -> dict:
     """The predicate catalogue ``tasks/data/predicates.yaml`` (cached; do not mutate)."""
     text = resources.files("robosafe.tasks").joinpath("data/predicates.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 @lru_cache(maxsize=4)
@@ -64,7 +63,7 @@ def lookup_predicate(name: str, section: str) -> tuple[str, dict] | None:
 def _world() -> dict:
     # read as a file of the robosafe package: importing robosafe.sim would import robosuite
     path = resources.files("robosafe").joinpath("sim/data/world.yaml")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"))
 
 
 def _offset_limits(decl, placed: bool) -> tuple[float, float]:
