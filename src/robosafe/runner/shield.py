@@ -16,10 +16,13 @@ the real episode's exact state and stepped H control steps with the policy's pro
   gripper); with no such candidate the one with the largest worst margin is taken. Each
   intervention is recorded. The shield never sees success.
 
-Why a shadow environment instead of save / step / restore on the real one: restoring a robosuite
-env exactly means restoring Python-side state as well (controller goals, step counters, moving
-objects' clocks, the recorder, cost histories); a second env that only ever receives copies of
-the real one's state cannot leak anything back.
+Why a shadow environment instead of save / step / restore on the real one: the host's state
+(``get_state``: MuJoCo's and robosuite's Python-side state, robosafe.hosts.state) is the
+simulation's, not the episode's bookkeeping (the recorder's rows, step counters, cost
+histories); a second env that only ever receives copies of the real one's state cannot leak
+anything back into the episode. The shield reaches both envs through the host contract only
+(``get_state`` / ``set_state``, the recorder's ``step`` and ``row``), so any host whose registry
+entry lists the ``state`` feature can be shielded (robosafe's simulator, LIBERO).
 """
 
 from __future__ import annotations
@@ -60,38 +63,10 @@ class ShieldConfig:
 
 # -- copying simulator state ---------------------------------------------------------------------
 
-_PLAIN = (int, float, bool, np.integer, np.floating, np.bool_)
-
-
-def _copy_attrs(src: Any, dst: Any) -> None:
-    """Copy the plain numeric state (arrays, numbers) of a controller object."""
-    for k, v in vars(src).items():
-        if isinstance(v, np.ndarray):
-            setattr(dst, k, v.copy())
-        elif isinstance(v, _PLAIN) or v is None:
-            setattr(dst, k, v)
-
-
-def _controllers(robot: Any) -> list[Any]:
-    comp = getattr(robot, "composite_controller", None)
-    if comp is not None:
-        return [comp, *comp.part_controllers.values()]
-    return [c for c in (getattr(robot, "controller", None),) if c is not None]
-
-
 def sync(shadow: Any, real: Any) -> None:
-    """Put ``shadow`` (a robosafe host env of the same task and seed) in ``real``'s exact state:
-    MuJoCo integration state, robosuite's clocks, moving objects' clock and frozen set,
-    controllers."""
+    """Put ``shadow`` (a host env of the same task and seed) in ``real``'s exact state, through
+    the host contract's optional ``get_state`` / ``set_state`` (robosafe.hosts.state)."""
     shadow.set_state(real.get_state())
-    ra, sa = real.world.arena, shadow.world.arena
-    for k in ("timestep", "cur_time", "done", "_substep"):
-        if hasattr(ra, k):
-            setattr(sa, k, getattr(ra, k))
-    sa.frozen = set(ra.frozen)
-    for rr, sr in zip(ra.robots, sa.robots, strict=True):
-        for rc, sc in zip(_controllers(rr), _controllers(sr), strict=True):
-            _copy_attrs(rc, sc)
 
 
 def check_host(host: str) -> None:
@@ -104,8 +79,15 @@ def check_host(host: str) -> None:
                             f"--host {host} is not supported yet (robosafe's simulator is)")
 
 
-def check_tasks(tasks: dict[str, str], benchmark: str) -> None:
-    """Every task must have a spec the shield can monitor (resolved as the scorer will)."""
+def check_tasks(tasks: dict[str, str], benchmark: str, host: str) -> None:
+    """Every task must have a spec the shield can monitor (resolved as the scorer will).
+    Checked before the run for task files (robosafe's simulator parses them without building
+    a scene); a host whose tasks are its suite's ids resolves them by id in every episode,
+    and a task with nothing to monitor is then run unshielded (``act`` passes the action)."""
+    from robosafe.hosts.registry import host_spec
+
+    if host_spec(host).task != "file":
+        return
     from robosafe.safety.online import monitorable
     from robosafe.safety.registry import load_registry
     from robosafe.sim.env import load_task
@@ -222,12 +204,9 @@ class Shield:
         self.reused = 0
 
     def _template(self):
-        """An episode of this task to resolve the active specs from (row 0 with the task's
-        tags and meta, as the run's trace will carry them)."""
-        row = self.env.recorder.row(0)
-        row.task_tags = self.env.task_tags()
-        row.meta = {"embodiment": self.env.recorder.embodiment}
-        return row
+        """An episode of this task to resolve the active specs from: the trace so far (row 0,
+        just after reset), with the task tags and meta the run's trace will carry."""
+        return self.env.episode(episode_id="shield")
 
     def _catch_up(self) -> None:
         rec = self.env.recorder
@@ -275,13 +254,12 @@ class Shield:
         plan is the kept one shifted by a step, and the episode is now bitwise where the
         shadow was after its first predicted step (MuJoCo integration state, warm start
         included, and the frozen movers: the rest of the state follows from these
-        deterministically). Then the shadow and its monitor already hold every predicted row
+        deterministically; the host's whole state is compared). Then the shadow and its monitor already hold every predicted row
         but the last, which one step adds. None otherwise."""
         w = self.window
         if (w is None or not w.states or len(plan) != len(w.plan)
                 or not all(np.array_equal(a, b) for a, b in zip(plan, w.plan[1:]))
-                or self.env.world.arena.frozen != self.shadow.world.arena.frozen
-                or not np.array_equal(self.env.get_state(), w.states[0])):
+                or not self.env.get_state().same(w.states[0])):
             return None
         margins = {s: v[1:] for s, v in w.margins.items()}
         states = w.states[1:]
