@@ -347,6 +347,10 @@ def run(
 
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
+    if shield != "off" and not resume:
+        from robosafe.runner.shield import check_host
+
+        check_host(host)  # before the host's tasks are looked up (LIBERO's import takes time)
     if _host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
     else:

@@ -54,11 +54,16 @@ def _same(a: Snapshot, b: Snapshot) -> bool:
         y = b[k]
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
-                    and x.shape == y.shape and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")):
+                    and x.shape == y.shape
+                    and np.array_equal(x, y, equal_nan=x.dtype.kind == "f")):
                 return False
-        elif x != y and not (x != x and y != y):  # NaN == NaN
+        elif x != y and not (_nan(x) and _nan(y)):
             return False
     return True
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, (float, np.floating)) and bool(np.isnan(v))
 
 
 def _plain_vars(obj: Any) -> Snapshot:

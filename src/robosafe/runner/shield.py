@@ -71,12 +71,13 @@ def sync(shadow: Any, real: Any) -> None:
 
 def check_host(host: str) -> None:
     """The shield copies simulator state: the host must offer it (registry feature
-    ``state``; robosafe's own simulator does)."""
+    ``state``: robosafe.hosts.contract.StatefulHostEnv)."""
     from robosafe.hosts.registry import host_spec
 
     if not host_spec(host).supports("state"):
         raise RobosafeError(f"--shield needs a host whose simulator state the shield can copy; "
-                            f"--host {host} is not supported yet (robosafe's simulator is)")
+                            f"--host {host} does not offer it (robosafe's simulator and "
+                            "LIBERO do)")
 
 
 def check_tasks(tasks: dict[str, str], benchmark: str, host: str) -> None:
