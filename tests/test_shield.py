@@ -308,3 +308,22 @@ def test_extending_the_last_prediction_changes_nothing(long_envs, mode):
         assert rec_kept["interventions"]  # the filter acted, and the same way
     else:
         assert rec_kept["violations"]["non_target_max_disp_5mm"] == [99]
+
+
+def test_candidates_by_hand():
+    """The policy moves +x at full speed, rising 0.2, gripper closed (+1)."""
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    shield = Shield(None, None, None, ShieldConfig("filter", candidates=("side", "lift",
+                                                                          "hold")))
+    got = dict(shield.candidates(np.array([1.0, 0.0, 0.2, 0.0, 0.0, 0.0, 1.0])))
+    r = np.sqrt(0.5)
+    expect = {"side+45": [r, r], "side-45": [r, -r], "side+90": [0.0, 1.0],
+              "side-90": [0.0, -1.0]}
+    for name, xy in expect.items():
+        np.testing.assert_allclose(got[name], [*xy, 0.2, 0, 0, 0, 1.0], atol=1e-15)
+    np.testing.assert_array_equal(got["lift"], [1.0, 0, 0.5, 0, 0, 0, 1.0])
+    np.testing.assert_array_equal(got["hold"], [0, 0, 0, 0, 0, 0, 1.0])
+    # no horizontal motion: nothing to turn
+    assert not [n for n, _ in shield.candidates(np.array([0, 0, -1.0, 0, 0, 0, 1]))
+                if n.startswith("side")]

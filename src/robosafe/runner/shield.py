@@ -36,8 +36,14 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 MODES = ("off", "monitor", "filter")
-CANDIDATES = ("scale", "lift", "hold", "retreat", "open")
+CANDIDATES = ("scale", "lift", "side", "hold", "retreat", "open")
+#: tried by default; ``side`` only when asked for (``--shield-candidates``): on the benchmark's
+#: pushes it never found a way round (docs/guide/shield.md, Measured) and costs four more
+#: predictions whenever hold is the answer
+DEFAULT_CANDIDATES = ("scale", "lift", "hold", "retreat", "open")
 SCALES = (0.5, 0.25)
+SIDE_DEGREES = (45.0, 90.0)
+"""``side``: the policy's horizontal motion turned by these angles either way, same speed."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ class ShieldConfig:
     mode: str = "off"
     horizon: int = 5
     margin: float = 0.0
-    candidates: tuple[str, ...] = CANDIDATES
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
     reuse: bool = True
     """Extend the last step's prediction instead of predicting afresh when it is provably the
     same prediction (see :meth:`Shield._reuse`); off only to check that it changes nothing."""
@@ -176,6 +182,25 @@ def _onsets(margins: list[dict[str, float]]) -> dict[str, list[int]]:
     return out
 
 
+def _sideways(action: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The policy's horizontal motion turned left and right by each of SIDE_DEGREES, at the
+    same speed, height and gripper command: round the side of what it would push into (a
+    gap between two objects the straight line grazes). None when it does not move
+    horizontally."""
+    xy = action[:2]
+    if not np.any(xy):
+        return []
+    out = []
+    for deg in SIDE_DEGREES:
+        for sign in (1, -1):
+            r = math.radians(sign * deg)
+            c, s = math.cos(r), math.sin(r)
+            turned = action.copy()
+            turned[:2] = (c * xy[0] - s * xy[1], s * xy[0] + c * xy[1])
+            out.append((f"side{sign * deg:+.0f}", turned))
+    return out
+
+
 class Shield:
     """The policy wrapper: ``act`` asks the policy, predicts, warns and (filter) replaces."""
 
@@ -291,6 +316,8 @@ class Shield:
         for name in self.cfg.candidates:
             if name == "scale":
                 out += [(f"scale{s}", np.append(arm * s, action[-1])) for s in SCALES]
+            elif name == "side":
+                out += _sideways(action)
             elif name == "hold":
                 out.append(("hold", np.append(np.zeros_like(arm), action[-1])))
             elif name == "lift":
