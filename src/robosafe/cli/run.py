@@ -337,7 +337,8 @@ def run(
     shield_margin: float = typer.Option(0.0, "--shield-margin",
                                         help="filter: act when a predicted margin is below this."),
     shield_candidates: str = typer.Option("scale,lift,hold,retreat,open", "--shield-candidates",
-                                          help="filter: replacement actions to try."),
+                                          help="filter: replacement actions to try (also "
+                                               "side: the motion turned 45 / 90 degrees)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
