@@ -227,12 +227,12 @@ def main() -> None:
         args.per_suite = args.per_suite or 2
     args.probe_steps = args.probe_steps or (150 if args.quick else 300)
     args.probe_demos = args.probe_demos or (2 if args.quick else 4)
-    from robosafe.runner.shield import CANDIDATES, score_warnings
+    from robosafe.runner.shield import DEFAULT_CANDIDATES, score_warnings
     from robosafe.safety.score import Scorer
     from robosafe.tasks.suites import suite_tasks
 
     args.candidates = (tuple(c.strip() for c in args.candidates.split(","))
-                       if args.candidates else CANDIDATES)
+                       if args.candidates else DEFAULT_CANDIDATES)
     scorer = Scorer()
     family = {s.spec_id: s.canonical_family for s in scorer.registry.specs.values()}
     out: dict[str, dict] = {"shield_horizon": args.shield_horizon, "seeds": args.seeds,

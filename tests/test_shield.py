@@ -191,20 +191,66 @@ def test_score_warnings_by_hand():
     assert (out["fb"].precision, out["fb"].recall) == (None, 0.0)
 
 
-@pytest.mark.parametrize("args", [["--host", "libero", "--suite", "libero_spatial"],
-                                  ["--suite", "demo", "--shield-horizon", "0"]])
-def test_shield_usage_errors_are_one_line(tmp_path, args):
+def _run_cli(tmp_path, *args):
     from typer.testing import CliRunner
 
     from robosafe.cli import app
 
-    shield = ["--shield", "filter"] if "--shield-horizon" not in args else ["--shield",
-                                                                             "monitor"]
-    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), "--policy", "zero",
-                                   *args, *shield])
+    return CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), "--policy", "zero",
+                                    *args])
+
+
+def test_shield_usage_errors_are_one_line(tmp_path):
+    res = _run_cli(tmp_path, "--suite", "demo", "--shield", "monitor", "--shield-horizon", "0")
     assert res.exit_code == 2, res.output
     assert len(res.output.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_a_host_whose_state_cannot_be_copied_is_refused_before_anything_runs(tmp_path,
+                                                                                monkeypatch):
+    """The registry says which hosts offer get_state / set_state; without it, --shield is one
+    line naming the host, exit 2, and no run directory."""
+    from dataclasses import replace
+
+    from robosafe.hosts import registry
+
+    table = {k: replace(v, features=tuple(f for f in v.features if f != "state"))
+             if k == "libero" else v for k, v in registry.hosts().items()}
+    monkeypatch.setattr(registry, "hosts", lambda: table)
+    res = _run_cli(tmp_path, "--host", "libero", "--suite", "libero_spatial", "--shield",
+                   "filter")
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [(
+        "robosafe: error: --shield needs a host whose simulator state the shield can copy; "
+        "--host libero does not offer it (robosafe's simulator and LIBERO do)")]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.sim
+def test_restore_then_step_is_the_uninterrupted_step_bit_for_bit(envs):
+    """A second env set to the first's state (MuJoCo's, robosuite's clocks and controllers,
+    the moving objects') steps exactly as the first: the shield's predictions are the
+    episode's own future when the actions are the same."""
+    env, shadow = envs
+    rng = np.random.default_rng(3)
+    actions = [np.append(rng.uniform(-1, 1, env.action_dim - 1), rng.choice([-1.0, 1.0]))
+               for _ in range(8)]
+    env.reset(seed=0)
+    shadow.reset(seed=0)
+    for a in actions[:4]:
+        env.recorder.step(a)
+    shadow.set_state(env.get_state())
+    assert shadow.get_state().same(env.get_state())
+    shadow.recorder.start()
+    n = env.recorder.n_steps
+    for k, a in enumerate(actions[4:], 1):
+        env.recorder.step(a)
+        shadow.recorder.step(a)
+        assert shadow.get_state().same(env.get_state()), k
+        mine, theirs = env.recorder.row(n - 1 + k), shadow.recorder.row(k)
+        for f in ("eef_pos_m", "body_pos_m", "contact_force_n", "joint_torque_nm"):
+            assert np.array_equal(getattr(mine, f), getattr(theirs, f)), (k, f)
 
 
 class _Chunked:
@@ -262,3 +308,22 @@ def test_extending_the_last_prediction_changes_nothing(long_envs, mode):
         assert rec_kept["interventions"]  # the filter acted, and the same way
     else:
         assert rec_kept["violations"]["non_target_max_disp_5mm"] == [99]
+
+
+def test_candidates_by_hand():
+    """The policy moves +x at full speed, rising 0.2, gripper closed (+1)."""
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    shield = Shield(None, None, None, ShieldConfig("filter", candidates=("side", "lift",
+                                                                          "hold")))
+    got = dict(shield.candidates(np.array([1.0, 0.0, 0.2, 0.0, 0.0, 0.0, 1.0])))
+    r = np.sqrt(0.5)
+    expect = {"side+45": [r, r], "side-45": [r, -r], "side+90": [0.0, 1.0],
+              "side-90": [0.0, -1.0]}
+    for name, xy in expect.items():
+        np.testing.assert_allclose(got[name], [*xy, 0.2, 0, 0, 0, 1.0], atol=1e-15)
+    np.testing.assert_array_equal(got["lift"], [1.0, 0, 0.5, 0, 0, 0, 1.0])
+    np.testing.assert_array_equal(got["hold"], [0, 0, 0, 0, 0, 0, 1.0])
+    # no horizontal motion: nothing to turn
+    assert not [n for n, _ in shield.candidates(np.array([0, 0, -1.0, 0, 0, 0, 1]))
+                if n.startswith("side")]

@@ -337,7 +337,8 @@ def run(
     shield_margin: float = typer.Option(0.0, "--shield-margin",
                                         help="filter: act when a predicted margin is below this."),
     shield_candidates: str = typer.Option("scale,lift,hold,retreat,open", "--shield-candidates",
-                                          help="filter: replacement actions to try."),
+                                          help="filter: replacement actions to try (also "
+                                               "side: the motion turned 45 / 90 degrees)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
@@ -347,6 +348,10 @@ def run(
 
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
+    if shield != "off" and not resume:
+        from robosafe.runner.shield import check_host
+
+        check_host(host)  # before the host's tasks are looked up (LIBERO's import takes time)
     if _host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
     else:

@@ -163,6 +163,27 @@ class HostEnv(Protocol):
         """The App. B trace of the episode so far (row 0 is the reset state)."""
 
 
+@runtime_checkable
+class StatefulHostEnv(HostEnv, Protocol):
+    """The contract's optional part, for hosts whose registry entry lists the ``state``
+    feature (the safety shield, robosafe.runner.shield, needs it; ``--shield`` on any other
+    host is one error line before anything runs).
+
+    ``get_state()`` returns a :class:`robosafe.hosts.state.HostState`: everything that decides
+    the next step (MuJoCo's integration state and the simulator's Python-side state), so that
+    ``set_state(s)`` then ``step(a)`` on an env of the same task equals the step from where
+    ``s`` was taken, bit for bit; the episode's bookkeeping (steps taken, recorded rows) is
+    not part of it. ``recorder`` is the env's :class:`robosafe.hosts.recorder.Recorder`: the
+    shield steps a copy through ``recorder.step`` (physics and one trace row, no episode
+    bookkeeping) and reads rows with ``recorder.row``."""
+
+    recorder: Any
+
+    def get_state(self) -> Any: ...
+
+    def set_state(self, state: Any) -> None: ...
+
+
 def host_action(action: Any, dim: int) -> np.ndarray:
     """``action`` as the float vector a host steps with: ``dim`` finite numbers, else one
     error line (a policy's NaN must not reach the simulator)."""

@@ -46,6 +46,7 @@ from robosafe.hosts.contract import (
     TaskInfo,
     host_action,
 )
+from robosafe.hosts.state import HostState, capture, physics, restore, set_physics
 from robosafe.trace.episode import Episode, TaskTags
 
 HOST = "libero"
@@ -403,6 +404,22 @@ class LiberoEnv:
             success=self.success, seed=self.seed, policy=policy, instance_id=instance_id,
             episode_id=episode_id or f"{self.suite}/{self.task_id}/init_{self.seed}",
             task_tags=self.task_tags, meta=info)
+
+    # -- state (the host contract's optional part: the shield) ---------------------------------
+    def get_state(self) -> HostState:
+        """The robosuite 1.4 env's complete state between two steps (robosafe.hosts.state):
+        MuJoCo's integration state (LIBERO's own ``sim.get_state()`` flattens time, qpos and
+        qvel only: the controls and the solver's warm start also decide the next step), the
+        env's clocks, the OSC controller, the gripper's command and the robot's buffers. The
+        episode's own bookkeeping (steps, recorded rows) is not part of it."""
+        base = self.env.env
+        return HostState(physics(base.sim), capture(base))
+
+    def set_state(self, state: HostState) -> None:
+        """Put the env in ``state`` (of an env of the same task)."""
+        base = self.env.env
+        set_physics(base.sim, state.physics)
+        restore(base, state.objects)
 
     def close(self) -> None:
         env, self.env = getattr(self, "env", None), None

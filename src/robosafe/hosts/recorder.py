@@ -511,6 +511,14 @@ class Recorder:
     def _bind(self) -> None:
         """Tables for the (possibly recompiled) model, and empty episode buffers."""
         sim = self.base.sim
+        if sim is self._sim and self._layout is not None and self._target_from is None:
+            # the same model (no hard reset since): its tables stand, the buffers are reused
+            # (the shield starts a prediction this way every step)
+            self._n = self._k = 0
+            self._has_cost = False
+            self._cost[:] = 0.0
+            self._timestep = getattr(self.base, "timestep", None)
+            return
         self._sim = sim
         self._m, self._d = _raw(sim.model, "_model"), _raw(sim.data, "_data")
         roles, target = self._roles, self._target

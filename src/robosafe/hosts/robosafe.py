@@ -24,6 +24,7 @@ from robosafe.hosts.contract import (
     TaskInfo,
 )
 from robosafe.hosts.recorder import Recorder
+from robosafe.hosts.state import HostState, capture, restore
 from robosafe.sim.env import TaskEnv
 from robosafe.sim.tags import task_tags
 from robosafe.tasks.ast import Problem
@@ -191,9 +192,18 @@ class RobosafeEnv:
             episode_id=episode_id or f"{self.task_id}/seed_{w.seed}",
             task_tags=self.task_tags(), meta=info)
 
-    # -- state, where the simulator allows it (the shield, the parity harness) -------------------
-    def get_state(self) -> np.ndarray:
-        return self.world.get_state()
+    # -- state (the host contract's optional part: the shield) ---------------------------------
+    def get_state(self) -> HostState:
+        """The world's complete state between two steps (robosafe.hosts.state): MuJoCo's
+        integration state, robosuite's clocks and controllers, and the moving objects' frozen
+        set. The episode's own bookkeeping (steps, costs, recorded rows) is not part of it."""
+        arena = self.world.arena
+        return HostState(self.world.get_state(), capture(arena), (frozenset(arena.frozen),))
 
-    def set_state(self, state: np.ndarray) -> None:
-        self.world.set_state(state)
+    def set_state(self, state: HostState) -> None:
+        """Put the world in ``state`` (of an env of the same task)."""
+        arena = self.world.arena
+        self.world.set_state(state.physics)
+        restore(arena, state.objects)
+        (frozen,) = state.extra
+        arena.frozen = set(frozen)

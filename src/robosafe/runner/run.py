@@ -402,7 +402,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
 
         ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
         check_host(cfg.host)
-        check_tasks(cfg.tasks, cfg.suite or spec.benchmark)
+        check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
     if cfg.placement_jitter and (not spec.supports("placement_jitter")
                                  or len(cfg.placement_jitter) != 2):
         raise RobosafeError("placement jitter is (xy metres, yaw degrees) and needs robosafe's "

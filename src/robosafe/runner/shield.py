@@ -16,10 +16,13 @@ the real episode's exact state and stepped H control steps with the policy's pro
   gripper); with no such candidate the one with the largest worst margin is taken. Each
   intervention is recorded. The shield never sees success.
 
-Why a shadow environment instead of save / step / restore on the real one: restoring a robosuite
-env exactly means restoring Python-side state as well (controller goals, step counters, moving
-objects' clocks, the recorder, cost histories); a second env that only ever receives copies of
-the real one's state cannot leak anything back.
+Why a shadow environment instead of save / step / restore on the real one: the host's state
+(``get_state``: MuJoCo's and robosuite's Python-side state, robosafe.hosts.state) is the
+simulation's, not the episode's bookkeeping (the recorder's rows, step counters, cost
+histories); a second env that only ever receives copies of the real one's state cannot leak
+anything back into the episode. The shield reaches both envs through the host contract only
+(``get_state`` / ``set_state``, the recorder's ``step`` and ``row``), so any host whose registry
+entry lists the ``state`` feature can be shielded (robosafe's simulator, LIBERO).
 """
 
 from __future__ import annotations
@@ -33,8 +36,14 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 MODES = ("off", "monitor", "filter")
-CANDIDATES = ("scale", "lift", "hold", "retreat", "open")
+CANDIDATES = ("scale", "lift", "side", "hold", "retreat", "open")
+#: tried by default; ``side`` only when asked for (``--shield-candidates``): on the benchmark's
+#: pushes it never found a way round (docs/guide/shield.md, Measured) and costs four more
+#: predictions whenever hold is the answer
+DEFAULT_CANDIDATES = ("scale", "lift", "hold", "retreat", "open")
 SCALES = (0.5, 0.25)
+SIDE_DEGREES = (45.0, 90.0)
+"""``side``: the policy's horizontal motion turned by these angles either way, same speed."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class ShieldConfig:
     mode: str = "off"
     horizon: int = 5
     margin: float = 0.0
-    candidates: tuple[str, ...] = CANDIDATES
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
     reuse: bool = True
     """Extend the last step's prediction instead of predicting afresh when it is provably the
     same prediction (see :meth:`Shield._reuse`); off only to check that it changes nothing."""
@@ -60,52 +69,32 @@ class ShieldConfig:
 
 # -- copying simulator state ---------------------------------------------------------------------
 
-_PLAIN = (int, float, bool, np.integer, np.floating, np.bool_)
-
-
-def _copy_attrs(src: Any, dst: Any) -> None:
-    """Copy the plain numeric state (arrays, numbers) of a controller object."""
-    for k, v in vars(src).items():
-        if isinstance(v, np.ndarray):
-            setattr(dst, k, v.copy())
-        elif isinstance(v, _PLAIN) or v is None:
-            setattr(dst, k, v)
-
-
-def _controllers(robot: Any) -> list[Any]:
-    comp = getattr(robot, "composite_controller", None)
-    if comp is not None:
-        return [comp, *comp.part_controllers.values()]
-    return [c for c in (getattr(robot, "controller", None),) if c is not None]
-
-
 def sync(shadow: Any, real: Any) -> None:
-    """Put ``shadow`` (a robosafe host env of the same task and seed) in ``real``'s exact state:
-    MuJoCo integration state, robosuite's clocks, moving objects' clock and frozen set,
-    controllers."""
+    """Put ``shadow`` (a host env of the same task and seed) in ``real``'s exact state, through
+    the host contract's optional ``get_state`` / ``set_state`` (robosafe.hosts.state)."""
     shadow.set_state(real.get_state())
-    ra, sa = real.world.arena, shadow.world.arena
-    for k in ("timestep", "cur_time", "done", "_substep"):
-        if hasattr(ra, k):
-            setattr(sa, k, getattr(ra, k))
-    sa.frozen = set(ra.frozen)
-    for rr, sr in zip(ra.robots, sa.robots, strict=True):
-        for rc, sc in zip(_controllers(rr), _controllers(sr), strict=True):
-            _copy_attrs(rc, sc)
 
 
 def check_host(host: str) -> None:
     """The shield copies simulator state: the host must offer it (registry feature
-    ``state``; robosafe's own simulator does)."""
+    ``state``: robosafe.hosts.contract.StatefulHostEnv)."""
     from robosafe.hosts.registry import host_spec
 
     if not host_spec(host).supports("state"):
         raise RobosafeError(f"--shield needs a host whose simulator state the shield can copy; "
-                            f"--host {host} is not supported yet (robosafe's simulator is)")
+                            f"--host {host} does not offer it (robosafe's simulator and "
+                            "LIBERO do)")
 
 
-def check_tasks(tasks: dict[str, str], benchmark: str) -> None:
-    """Every task must have a spec the shield can monitor (resolved as the scorer will)."""
+def check_tasks(tasks: dict[str, str], benchmark: str, host: str) -> None:
+    """Every task must have a spec the shield can monitor (resolved as the scorer will).
+    Checked before the run for task files (robosafe's simulator parses them without building
+    a scene); a host whose tasks are its suite's ids resolves them by id in every episode,
+    and a task with nothing to monitor is then run unshielded (``act`` passes the action)."""
+    from robosafe.hosts.registry import host_spec
+
+    if host_spec(host).task != "file":
+        return
     from robosafe.safety.online import monitorable
     from robosafe.safety.registry import load_registry
     from robosafe.sim.env import load_task
@@ -193,6 +182,25 @@ def _onsets(margins: list[dict[str, float]]) -> dict[str, list[int]]:
     return out
 
 
+def _sideways(action: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The policy's horizontal motion turned left and right by each of SIDE_DEGREES, at the
+    same speed, height and gripper command: round the side of what it would push into (a
+    gap between two objects the straight line grazes). None when it does not move
+    horizontally."""
+    xy = action[:2]
+    if not np.any(xy):
+        return []
+    out = []
+    for deg in SIDE_DEGREES:
+        for sign in (1, -1):
+            r = math.radians(sign * deg)
+            c, s = math.cos(r), math.sin(r)
+            turned = action.copy()
+            turned[:2] = (c * xy[0] - s * xy[1], s * xy[0] + c * xy[1])
+            out.append((f"side{sign * deg:+.0f}", turned))
+    return out
+
+
 class Shield:
     """The policy wrapper: ``act`` asks the policy, predicts, warns and (filter) replaces."""
 
@@ -222,12 +230,9 @@ class Shield:
         self.reused = 0
 
     def _template(self):
-        """An episode of this task to resolve the active specs from (row 0 with the task's
-        tags and meta, as the run's trace will carry them)."""
-        row = self.env.recorder.row(0)
-        row.task_tags = self.env.task_tags()
-        row.meta = {"embodiment": self.env.recorder.embodiment}
-        return row
+        """An episode of this task to resolve the active specs from: the trace so far (row 0,
+        just after reset), with the task tags and meta the run's trace will carry."""
+        return self.env.episode(episode_id="shield")
 
     def _catch_up(self) -> None:
         rec = self.env.recorder
@@ -275,13 +280,12 @@ class Shield:
         plan is the kept one shifted by a step, and the episode is now bitwise where the
         shadow was after its first predicted step (MuJoCo integration state, warm start
         included, and the frozen movers: the rest of the state follows from these
-        deterministically). Then the shadow and its monitor already hold every predicted row
+        deterministically; the host's whole state is compared). Then the shadow and its monitor already hold every predicted row
         but the last, which one step adds. None otherwise."""
         w = self.window
         if (w is None or not w.states or len(plan) != len(w.plan)
                 or not all(np.array_equal(a, b) for a, b in zip(plan, w.plan[1:]))
-                or self.env.world.arena.frozen != self.shadow.world.arena.frozen
-                or not np.array_equal(self.env.get_state(), w.states[0])):
+                or not self.env.get_state().same(w.states[0])):
             return None
         margins = {s: v[1:] for s, v in w.margins.items()}
         states = w.states[1:]
@@ -312,6 +316,8 @@ class Shield:
         for name in self.cfg.candidates:
             if name == "scale":
                 out += [(f"scale{s}", np.append(arm * s, action[-1])) for s in SCALES]
+            elif name == "side":
+                out += _sideways(action)
             elif name == "hold":
                 out.append(("hold", np.append(np.zeros_like(arm), action[-1])))
             elif name == "lift":

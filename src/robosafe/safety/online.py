@@ -32,10 +32,23 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from robosafe.errors import SpecError
 from robosafe.safety.registry import Spec
 from robosafe.safety.score import Scorer, _Task
 from robosafe.safety.signals import _target_columns, derive_columns, episode_columns
-from robosafe.safety.stl import Always, Eventually, Formula, _has_temporal
+from robosafe.safety.stl import (
+    Always,
+    And,
+    Atom,
+    Const,
+    Eventually,
+    Formula,
+    Implies,
+    Not,
+    Or,
+    Pred,
+    _has_temporal,
+)
 from robosafe.trace.episode import Episode
 from robosafe.trace.validate import header_of
 
@@ -105,6 +118,43 @@ def _monitorable(spec: Spec) -> str | None:
     if future:
         return f"reads {', '.join(future)}, which uses later steps"
     return None
+
+
+def _nan_min(a: float, b: float) -> float:
+    """np.minimum on two floats (NaN wins)."""
+    return a if a != a or a <= b else b  # noqa: PLR0124 - NaN test
+
+
+def _nan_max(a: float, b: float) -> float:
+    return a if a != a or a >= b else b  # noqa: PLR0124 - NaN test
+
+
+def _margin(node, values: dict[str, float], spec: Spec) -> float:
+    """One step's robustness of a temporal-free clause, as stl._eval computes it."""
+    if isinstance(node, Pred):
+        lhs = values[node.lhs] if isinstance(node.lhs, str) else node.lhs
+        rhs = values[node.rhs] if isinstance(node.rhs, str) else node.rhs
+        return float(rhs - lhs if node.op in ("<", "<=") else lhs - rhs)
+    if isinstance(node, Atom):
+        v = values[node.name]
+        if v not in (0, 1):
+            raise SpecError(f"STL spec {spec.stl!r}: Boolean atom {node.name!r} must be a "
+                            f"bool or 0/1 signal; compare other signals, e.g. "
+                            f"'{node.name} > 0.5'")
+        return math.inf if v else -math.inf
+    if isinstance(node, Const):
+        return float(node.value)
+    if isinstance(node, Not):
+        return -_margin(node.arg, values, spec)
+    if isinstance(node, (And, Or)):
+        pick = _nan_min if isinstance(node, And) else _nan_max
+        out = _margin(node.args[0], values, spec)
+        for arg in node.args[1:]:
+            out = pick(out, _margin(arg, values, spec))
+        return out
+    if isinstance(node, Implies):
+        return _nan_max(-_margin(node.lhs, values, spec), _margin(node.rhs, values, spec))
+    raise TypeError(f"not a temporal-free STL node: {node!r}")
 
 
 @dataclass
@@ -201,9 +251,10 @@ class OnlineMonitor:
         return tz - ez
 
     def margins(self, values: dict[str, float]) -> dict[str, float]:
-        """Per-step margin of every monitored clause given a step's signal values."""
-        return {c.spec.spec_id: float(c.inner.robustness(
-            {k: np.array([values[k]]) for k in c.inner.signals})[0]) for c in self.clauses}
+        """Per-step margin of every monitored clause given a step's signal values (a scalar
+        walk of the clause with stl._eval's arithmetic: the same numbers, without building
+        one-element arrays per node)."""
+        return {c.spec.spec_id: _margin(c.inner.root, values, c.spec) for c in self.clauses}
 
     def push_row(self, row: Episode) -> dict[str, float]:
         """Account for the next step (a one-row episode); returns its per-step margins. The

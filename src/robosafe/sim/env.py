@@ -493,6 +493,9 @@ class TaskEnv:
                                 f"{mujoco.mj_stateSize(m, STATE_SPEC)} numbers")
         mujoco.mj_setState(m, d, state, STATE_SPEC)
         mujoco.mj_forward(m, d)
+        # mj_forward's constraint solver overwrites the warm start with the acceleration it
+        # found; the next step must start its solver where the original's would
+        mujoco.mj_setState(m, d, state, STATE_SPEC)
 
     def save_state(self, path: str | Path) -> None:
         """Initial state as a plain ``.npy`` array (never a pickle)."""
