@@ -81,10 +81,10 @@ def summarize(problem, source: str) -> tuple[dict[str, Any], list[TaskError]]:
 
 def _build(path: Path, assets: str) -> tuple[bool, RobosafeError | None]:
     """Build ``path`` in robosafe's simulator and reset it once; (built, the error if not)."""
-    from robosafe.sim.env import TaskEnv
+    from robosafe.hosts.registry import make_env
 
     try:
-        env = TaskEnv(path, assets=assets, render=False)
+        env = make_env("robosafe", path, assets=assets, images=False)
         try:
             env.reset(seed=0)
         finally:
