@@ -7,12 +7,12 @@
 # downloads and unpacking (network and disk), the suite is CPU. The LiteLLM proxy's venv
 # (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
 # venv's lock). Then the tests marked serial run alone (timing-sensitive: nothing else may load
-# the machine), then the five lanes run two at a time: LIBERO's, the longest, beside base, sim,
-# arena and lerobot in turn (each lane is one pytest process, mostly waiting on imports and
-# MuJoCo, so two of them fill the two cores). A failed part never stops the others; each part's
-# output is in .ci-logs/<part>.log (its test times in .ci-logs/<part>.xml), printed under a
-# header when the part ends, and the summary names every part with its status and wall time,
-# then the 30 slowest tests of the run. The exit status is 1 if any part failed.
+# the machine), then the five lanes run two at a time, each as soon as its environment has
+# built: LIBERO's, the longest, beside base, sim, arena and lerobot in turn (each lane is one
+# pytest process, mostly waiting on imports and MuJoCo, so two of them fill the two cores).
+# A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
+# times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
+# its status and wall time, then the whole run's, then the 30 slowest tests. The exit status is 1 if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,7 +28,8 @@ part() {
   shift
   "$@" >"$logs/$name.log" 2>&1
   rc=$?
-  echo "$rc $((SECONDS - t0))" >"$logs/$name.status"
+  # written whole, then renamed: a lane waiting for its build's status never reads half of it
+  echo "$rc $((SECONDS - t0))" >"$logs/$name.status.tmp" && mv "$logs/$name.status.tmp" "$logs/$name.status"
   return "$rc"
 }
 
@@ -71,18 +72,14 @@ echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
 part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml"
 show serial
 
-wait "$builder"
-for b in "${builds[@]}"; do
-  read -r rc _ <"$logs/build-$b.status"
-  [ "$rc" = 0 ] || show "build-$b"
-done
-
-lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, if it built
+lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once it has built
   local name=$1 venv=$2 folder=$3 rc
   shift 3
+  # each lane starts when its own environment is ready, not when the last one is
+  until [ -f "$logs/build-$name.status" ]; do sleep 2; done
   read -r rc _ <"$logs/build-$name.status"
   if [ "$rc" != 0 ]; then
-    echo "its environment ($venv) did not build: see build-$name above" >"$logs/$name.log"
+    echo "its environment ($venv) did not build: see build-$name below" >"$logs/$name.log"
     echo "1 0" >"$logs/$name.status"
   else
     part "$name" env "$@" "$venv/bin/python" -m pytest "$folder" -p no:cacheprovider \
@@ -97,6 +94,11 @@ lane sim .venv-sim tests_sim
 lane arena .venv-arena tests_arena MUJOCO_GL=egl
 lane lerobot .venv-lerobot tests_lerobot
 wait "$libero"
+wait "$builder"
+for b in "${builds[@]}"; do
+  read -r rc _ <"$logs/build-$b.status"
+  [ "$rc" = 0 ] || show "build-$b"
+done
 for l in "${lanes[@]}"; do show "$l"; done
 
 echo
