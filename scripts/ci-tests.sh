@@ -12,7 +12,8 @@
 # pytest process, mostly waiting on imports and MuJoCo, so two of them fill the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
-# its status and wall time, then the whole run's, then the 30 slowest tests. The exit status is 1 if any part failed.
+# its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
+# is 1 if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,7 +30,8 @@ part() {
   "$@" >"$logs/$name.log" 2>&1
   rc=$?
   # written whole, then renamed: a lane waiting for its build's status never reads half of it
-  echo "$rc $((SECONDS - t0))" >"$logs/$name.status.tmp" && mv "$logs/$name.status.tmp" "$logs/$name.status"
+  echo "$rc $((SECONDS - t0))" >"$logs/$name.status.tmp"
+  mv "$logs/$name.status.tmp" "$logs/$name.status"
   return "$rc"
 }
 
