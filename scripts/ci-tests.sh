@@ -81,7 +81,7 @@ lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once 
   until [ -f "$logs/build-$name.status" ]; do sleep 2; done
   read -r rc _ <"$logs/build-$name.status"
   if [ "$rc" != 0 ]; then
-    echo "its environment ($venv) did not build: see build-$name below" >"$logs/$name.log"
+    echo "its environment ($venv) did not build: see build-$name above" >"$logs/$name.log"
     echo "1 0" >"$logs/$name.status"
   else
     part "$name" env "$@" "$venv/bin/python" -m pytest "$folder" -p no:cacheprovider \
