@@ -6,16 +6,21 @@
 # lanes' environments build in the background, one after another: those builds are mostly pip
 # downloads and unpacking (network and disk), the suite is CPU. The LiteLLM proxy's venv
 # (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
-# venv's lock). Then each lane runs in turn: base, sim, libero, arena, lerobot. A failed part
-# never stops the others; each part's output is in .ci-logs/<part>.log, printed under a header
-# when the part ends, and the summary names every part with its status and time. The exit
-# status is 1 if any part failed.
+# venv's lock). Then the tests marked serial run alone (timing-sensitive: nothing else may load
+# the machine), then the five lanes run two at a time, each as soon as its environment has
+# built: LIBERO's, the longest, beside base, sim, arena and lerobot in turn (each lane is one
+# pytest process, mostly waiting on imports and MuJoCo, so two of them fill the two cores).
+# A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
+# times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
+# its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
+# is 1 if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 logs=$root/.ci-logs
 rm -rf "$logs" && mkdir -p "$logs"
 [ -x .venv/bin/python ] || { echo "ci-tests: no .venv (install the dev environment first)" >&2; exit 2; }
+ci_t0=$SECONDS
 
 # name, command... : run one part with its output in $logs/name.log, its status and seconds in
 # $logs/name.status
@@ -24,7 +29,9 @@ part() {
   shift
   "$@" >"$logs/$name.log" 2>&1
   rc=$?
-  echo "$rc $((SECONDS - t0))" >"$logs/$name.status"
+  # written whole, then renamed: a lane waiting for its build's status never reads half of it
+  echo "$rc $((SECONDS - t0))" >"$logs/$name.status.tmp"
+  mv "$logs/$name.status.tmp" "$logs/$name.status"
   return "$rc"
 }
 
@@ -58,44 +65,56 @@ builder=$!
 
 echo "======== main: .venv/bin/python -m pytest -n 2 (peer environments build meanwhile) ========"
 t0=$SECONDS
-# then the tests marked serial alone (together: every test of tests/, as a plain `pytest` runs)
-{ .venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial"; a=$?
-  .venv/bin/python -m pytest -m serial; b=$?
-  [ "$a" = 0 ] && [ "$b" = 0 ]; } 2>&1 | tee "$logs/main.log"
+# --dist loadfile keeps a file's tests on one worker, but for the files tests/conftest.py lists
+# in SPREAD (long runs of independent cases), which fill whichever worker is free
+.venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
+  2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
+# then the tests marked serial alone (together: every test of tests/, as a plain `pytest` runs)
+part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml"
+show serial
 
-wait "$builder"
-for b in "${builds[@]}"; do
-  read -r rc _ <"$logs/build-$b.status"
-  [ "$rc" = 0 ] || show "build-$b"
-done
-
-lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, if it built
+lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once it has built
   local name=$1 venv=$2 folder=$3 rc
   shift 3
+  # each lane starts when its own environment is ready, not when the last one is
+  until [ -f "$logs/build-$name.status" ]; do sleep 2; done
   read -r rc _ <"$logs/build-$name.status"
   if [ "$rc" != 0 ]; then
     echo "its environment ($venv) did not build: see build-$name above" >"$logs/$name.log"
     echo "1 0" >"$logs/$name.status"
   else
-    part "$name" env "$@" "$venv/bin/python" -m pytest "$folder" -p no:cacheprovider
+    part "$name" env "$@" "$venv/bin/python" -m pytest "$folder" -p no:cacheprovider \
+      --junitxml="$logs/$name.xml"
   fi
-  show "$name"
 }
+lanes=(libero base sim arena lerobot)
+lane libero .venv-libero tests_libero &
+libero=$!
 lane base .venv-base tests_base
 lane sim .venv-sim tests_sim
-lane libero .venv-libero tests_libero
 lane arena .venv-arena tests_arena MUJOCO_GL=egl
 lane lerobot .venv-lerobot tests_lerobot
+wait "$libero"
+wait "$builder"
+for b in "${builds[@]}"; do
+  read -r rc _ <"$logs/build-$b.status"
+  [ "$rc" = 0 ] || show "build-$b"
+done
+for l in "${lanes[@]}"; do show "$l"; done
 
 echo
 echo "======== summary ========"
 failed=()
-for p in "${builds[@]/#/build-}" main base sim libero arena lerobot; do
+for p in "${builds[@]/#/build-}" main serial "${lanes[@]}"; do
   printf '%-14s %s\n' "$p" "$(status_word "$p")"
   read -r rc _ <"$logs/$p.status"
   [ "$rc" = 0 ] || failed+=("$p")
 done
+echo "total          $((SECONDS - ci_t0)) s"
+echo
+echo "======== the 30 slowest tests (seconds, part, test) ========"
+.venv/bin/python scripts/ci_slowest.py "$logs" 30
 if [ ${#failed[@]} -gt 0 ]; then
   echo "ci-tests: failed: ${failed[*]} (logs in .ci-logs/)" >&2
   exit 1

@@ -6,6 +6,11 @@ rule every CLI test needs (no traceback, ever) lives in one place.
 
 Markers (registered in pyproject.toml): `sim` for tests that step MuJoCo, `slow` for the heavy
 ones; `pytest -m "not slow"` is the quick development run (docs/development.md).
+
+On pytest-xdist workers with `--dist loadfile` (scripts/ci-tests.sh) a file's tests stay on one
+worker, so a module-scoped fixture is built once, except the files in `SPREAD`: their cases are
+independent and are handed out one by one, so no single long file holds one worker after the
+other has finished.
 """
 
 from __future__ import annotations
@@ -33,6 +38,43 @@ def run_robosafe(*args: object, cwd: str | Path | None = None, env: dict | None 
                           env=env if env is not None else {**os.environ}, check=False)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
+
+
+# file -> the test functions in it that share results (a module-scoped fixture, a table over
+# earlier cases): those stay together on one worker, in file order; every other case is handed
+# out on its own.
+SPREAD: dict[str, tuple[str, ...]] = {
+    "test_vla_arena_worlds.py": (),
+    "test_suite_safety_a.py": ("test_l0_careful_succeeds_cleanly", "test_l0_careful_table"),
+    "test_suite_safety_b.py": (),
+    "test_suite_distractor.py": ("test_l0_placement_and_success",
+                                 "test_l0_careful_success_rate_per_suite"),
+    "test_suite_extrapolation.py": ("test_l0_placement", "test_l0_scripted_careful"),
+}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit a test is scheduled with: its file, a SPREAD file's shared group, or itself."""
+    file, _, test = nodeid.partition("::")
+    together = SPREAD.get(Path(file).name)
+    if together is None:
+        return file
+    return f"{file}::shared" if test.split("[")[0] in together else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    # pytest-xdist's `loadgroup` would do this with markers, but its group names do not reach
+    # the scheduler under pytest 9 (node ids are no longer the attribute it rewrites)
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SpreadFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SpreadFiles(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -201,11 +201,13 @@ def test_training_is_seeded_and_resumes_exactly_after_ctrl_c(tmp_path):
 @pytest.mark.slow
 def test_training_lowers_the_loss_on_a_learnable_mapping(tmp_path):
     """Actions that are a function of the task index alone: the probe must fit them."""
-    cfg = probe_config(batch=16, save_every=50, checkpoints=1, lr=1e-3)
+    # three blocks of 20 steps; measured: the last block's mean loss is 0.7 % of the first's
+    cfg = probe_config(batch=16, save_every=20, checkpoints=1, lr=1e-3)
     d = _demos(n=32)
     d.chunks = np.where(d.task[:, None, None] == 0, 1.0, -1.0).astype(np.float32) \
         * np.ones((1, 10, 7), np.float32)
-    tr = train_probe(d, tmp_path / "t", cfg=cfg, steps=150, seed=0)
+    tr = train_probe(d, tmp_path / "t", cfg=cfg, steps=60, seed=0)
+    assert len(tr.losses) == 3
     assert tr.losses[-1] < 0.05 * tr.losses[0]
 
 

@@ -19,7 +19,9 @@ pytest.importorskip("robosuite")
 
 from robosafe.runner.check import check_task
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+# steps MuJoCo, tens of seconds or more; its cases run on either xdist worker, but for the
+# ones sharing results (tests/conftest.py, SPREAD)
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "robosafe" / "tasks" / "suites"
 SUITES = ("preposition_combinations", "task_workflows", "long_horizon")

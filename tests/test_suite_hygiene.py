@@ -51,3 +51,19 @@ def test_the_check_finds_a_private_helper():
     assert own_cli_runs(private) == [3]
     server = 'import subprocess, sys\np = subprocess.Popen([sys.executable, "-m", "robosafe"])\n'
     assert own_cli_runs(server) == []
+
+
+def test_spread_names_files_and_functions_that_exist():
+    """conftest.SPREAD is matched against node ids by name: a renamed file or function would
+    silently hand shared-result tests to different workers."""
+    from conftest import SPREAD, xdist_scope
+
+    for file, together in SPREAD.items():
+        tree = ast.parse((TESTS / file).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert set(together) <= defined, (file, set(together) - defined)
+    assert xdist_scope("tests/test_cli.py::test_a[1]") == "tests/test_cli.py"
+    assert xdist_scope("tests/test_suite_safety_b.py::test_b[x]") == \
+        "tests/test_suite_safety_b.py::test_b[x]"
+    assert xdist_scope("tests/test_suite_safety_a.py::test_l0_careful_table") == \
+        xdist_scope("tests/test_suite_safety_a.py::test_l0_careful_succeeds_cleanly[k]")

@@ -18,7 +18,9 @@ import robosafe
 from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+# steps MuJoCo, tens of seconds or more; its cases run on either xdist worker, but for the
+# ones sharing results (tests/conftest.py, SPREAD)
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 ROOT = Path(robosafe.__file__).parent / "tasks" / "suites"
 SUITES = ("static_obstacles", "cautious_grasp", "hazard_avoidance")

@@ -23,7 +23,9 @@ from robosafe.policies.scripted import ViolatorPolicy
 from robosafe.runner.check import check_task, placement_problems
 from robosafe.sim.env import TaskEnv
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+# steps MuJoCo, tens of seconds or more; its cases run on either xdist worker (tests/conftest.py,
+# SPREAD)
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 SUITES = Path(str(resources.files("robosafe.tasks"))) / "suites"
 NAMES = ("state_preservation", "dynamic_obstacles")

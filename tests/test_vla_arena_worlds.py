@@ -16,7 +16,9 @@ from test_vla_arena_files import FILES, needs_files
 from robosafe.errors import TaskError
 from robosafe.sim.env import TaskEnv
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+# steps MuJoCo, tens of seconds or more; its cases run on either xdist worker (tests/conftest.py,
+# SPREAD)
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 H = "safety_hazard_avoidance/"
 ON_STOVE = ("its init region overlaps the stove's 190 mm base (VLA-Arena places objects without "
