@@ -26,8 +26,8 @@ pytestmark = pytest.mark.skipif(not FILES.is_dir(), reason="scripts/vla-arena-en
 SIZES = {"libero_10": 10, "libero_90": 90, "libero_goal": 10, "libero_spatial": 10,
          "libero_object": 10}
 # Warnings these files may give, each a construct robosafe reads as LIBERO / VLA-Arena do
-KNOWN = ("is a region: VLA-Arena stores it unused", "which the file does not declare, and no "
-         "predicate names it", "is defined twice")
+KNOWN = ("is a region: VLA-Arena stores it unused",
+         "which the file does not declare, and no predicate names it", "is defined twice")
 
 
 def _files() -> list[Path]:
@@ -66,7 +66,7 @@ def test_one_file_per_scene_builds_and_resets_in_robosafe(tmp_path):
     assert len(files) >= 25
     proc = subprocess.run([sys.executable, "-m", "robosafe", "tasks", "check", "--build",
                            "--assets", "libero", "--json", *map(str, files)],
-                          capture_output=True, text=True, timeout=900,
+                          capture_output=True, text=True, timeout=900, check=False,
                           env={**os.environ, "MUJOCO_GL": "egl"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)

@@ -11,29 +11,21 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "vla-arena"
 BDDL = SHARED / "bddl_files"
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-peer = _script("vla_arena_peer_files")
-parity = _script("vla_arena_parity")
+peer = load_script("vla_arena_peer_files")
+parity = load_script("vla_arena_parity")
 
 OK_FILE = "safety_static_obstacles/level_1/pick_the_lemon_and_place_it_on_the_bowl_1.bddl"
 # needs VLA-Arena's cereal, teapot and vase (never pushed to its repository)

@@ -16,28 +16,17 @@ parity row that differed before and is identical step by step now:
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 BDDL = ROOT.parent / "shared" / "vla-arena" / "bddl_files"
 
 
-def _script(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-parity = _script("vla_arena_parity")
+parity = load_script("vla_arena_parity")
 
 OBSTACLE = "safety_static_obstacles/level_1/pick_the_tomato_and_place_it_on_the_bowl_1.bddl"
 KIWI = ("safety_hazard_avoidance/level_0/pick_up_the_kiwi_and_place_it_on_the_white_bowl_with_"

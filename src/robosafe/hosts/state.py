@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from robosafe import mjstate
+
 #: robosuite env attributes that advance every step (robosafe's simulator adds ``_substep``,
 #: its moving objects' clock)
 CLOCKS = ("timestep", "cur_time", "done", "_substep")
@@ -142,26 +144,9 @@ def _raw(sim: Any) -> tuple[Any, Any]:
 
 def physics(sim: Any) -> np.ndarray:
     """MuJoCo's integration state (``mjSTATE_INTEGRATION``) of a robosuite ``MjSim``."""
-    import mujoco
-
-    model, data = _raw(sim)
-    spec = mujoco.mjtState.mjSTATE_INTEGRATION
-    out = np.empty(mujoco.mj_stateSize(model, spec))
-    mujoco.mj_getState(model, data, out, spec)
-    return out
+    return mjstate.get_state(*_raw(sim))
 
 
 def set_physics(sim: Any, state: np.ndarray) -> None:
     """Set MuJoCo's integration state and recompute everything derived from it."""
-    import mujoco
-
-    model, data = _raw(sim)
-    spec = mujoco.mjtState.mjSTATE_INTEGRATION
-    if state.shape != (mujoco.mj_stateSize(model, spec),):
-        raise ValueError(f"state of {state.size} numbers for a model whose state has "
-                         f"{mujoco.mj_stateSize(model, spec)}")
-    mujoco.mj_setState(model, data, state, spec)
-    mujoco.mj_forward(model, data)
-    # mj_forward's constraint solver overwrites the warm start with the acceleration it found;
-    # the next step must start its solver where the original's would
-    mujoco.mj_setState(model, data, state, spec)
+    mjstate.set_state(*_raw(sim), state)

@@ -28,6 +28,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from robosafe import mjstate
 from robosafe.errors import RobosafeError, TaskError
 from robosafe.sim.controller import DEFAULT as CONTROLLER
 from robosafe.sim.perturb import (
@@ -63,7 +64,6 @@ from robosafe.tasks.parser import parse_file
 from robosafe.tasks.validate import validate_task
 from robosafe.tasks.writer import atom_text
 
-STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 VISUAL_GROUPS = (1, 2)
 
 
@@ -480,22 +480,10 @@ class TaskEnv:
 
     def get_state(self) -> np.ndarray:
         """The full MuJoCo integration state (qpos, qvel, act, mocap poses, ...) as float64."""
-        m, d = self.arena.model_ptr(), self.arena.data_ptr()
-        out = np.empty(mujoco.mj_stateSize(m, STATE_SPEC))
-        mujoco.mj_getState(m, d, out, STATE_SPEC)
-        return out
+        return mjstate.get_state(self.arena.model_ptr(), self.arena.data_ptr())
 
     def set_state(self, state: np.ndarray) -> None:
-        m, d = self.arena.model_ptr(), self.arena.data_ptr()
-        state = np.asarray(state, dtype=float)
-        if state.shape != (mujoco.mj_stateSize(m, STATE_SPEC),):
-            raise RobosafeError(f"state has shape {state.shape}; this world's state has "
-                                f"{mujoco.mj_stateSize(m, STATE_SPEC)} numbers")
-        mujoco.mj_setState(m, d, state, STATE_SPEC)
-        mujoco.mj_forward(m, d)
-        # mj_forward's constraint solver overwrites the warm start with the acceleration it
-        # found; the next step must start its solver where the original's would
-        mujoco.mj_setState(m, d, state, STATE_SPEC)
+        mjstate.set_state(self.arena.model_ptr(), self.arena.data_ptr(), state)
 
     def save_state(self, path: str | Path) -> None:
         """Initial state as a plain ``.npy`` array (never a pickle)."""

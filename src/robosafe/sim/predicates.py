@@ -241,7 +241,9 @@ class StateView:
         gaps = gap.tolist()
         for i, g1 in enumerate(first):
             for j, g2 in enumerate(second):
-                if g1 != g2 and gaps[i][j] <= best + SPHERE_SLACK_M:
+                # without shrink every pair is searched up to the cap, as VLA-Arena does: a
+                # pair beyond the best so far may still return MuJoCo's spurious 0
+                if g1 != g2 and gaps[i][j] <= (best if shrink else cap) + SPHERE_SLACK_M:
                     best = min(best, dist(m, d, g1, g2, best if shrink else cap, None))
         return best
 
