@@ -28,8 +28,13 @@ from robosafe.errors import TaskError
 from robosafe.sim.assets import category, make_asset
 from robosafe.sim.controller import CompiledController, check_controller
 from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing_file, real_key
-from robosafe.sim.motion import (ARENA_WELD_SOLIMP, ARENA_WELD_SOLREF, ArenaWaypoints, pose_at,
-                                  yaw_quat)
+from robosafe.sim.motion import (
+    ARENA_WELD_SOLIMP,
+    ARENA_WELD_SOLREF,
+    ArenaWaypoints,
+    pose_at,
+    yaw_quat,
+)
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
 from robosafe.yamldata import load_yaml
