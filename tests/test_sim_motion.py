@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from robosafe.errors import TaskError
-from robosafe.sim.motion import heading_quat, pose_at, slerp
+from robosafe.sim.motion import ArenaWaypoints, arena_heading_quat, heading_quat, pose_at, slerp
 from robosafe.sim.placement import Footprint, overlap, sample_in_rects
 from robosafe.tasks.ast import MotionAttr, MovingObject
 
@@ -42,6 +42,34 @@ def test_waypoints_interpolate_and_loop_back():
     np.testing.assert_allclose(quat[1], [np.cos(np.pi / 8), 0, 0, np.sin(np.pi / 8)], atol=1e-9)
     held = mo("waypoint", waypoints=wps, period=2.0)
     np.testing.assert_allclose(pose_at(held, 5.0, Q0 * 0, Q0)[0], [1.0, 0.0, 1.0])
+
+
+def test_arena_headings_map_y_to_the_all_ones_quaternion():
+    """VLA-Arena's mapping: heading +y is (1, 1, 1, 1); -x is that turned 90 degrees about z,
+    (cos 45, 0, 0, sin 45) x (0.5, 0.5, 0.5, 0.5) x 2 = (0, 0, sqrt 2, sqrt 2); -y negates."""
+    np.testing.assert_array_equal(arena_heading_quat((0, 3, 0)), [1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(arena_heading_quat((0, -1, 0)), [-1.0, -1.0, -1.0, -1.0])
+    np.testing.assert_allclose(arena_heading_quat((-1, 0, 0)), [0, 0, 2 ** 0.5, 2 ** 0.5],
+                               atol=1e-15)
+
+
+def test_arena_waypoints_ping_pong_sample_by_sample():
+    """w0 (0 0 1), w1 (1 0 1), w2 (1 1 1), two steps per segment: the parser's loop
+    w0 w1 w2 w1 (period 8 steps = 0.4 s at 20 Hz); sample k is k / 2 segments along it, the
+    way back through the same points, then again from w0."""
+    wps = ((0.0, 0.0, 1.0, 0, 1, 0), (1.0, 0.0, 1.0, 0, 1, 0), (1.0, 1.0, 1.0, -1, 0, 0),
+           (1.0, 0.0, 1.0, 0, 1, 0))
+    path = ArenaWaypoints.of(mo("waypoint", waypoints=wps, period=0.4, loop=True), 20.0)
+    assert path.steps == 2
+    xy = [path.at(k)[0][:2].tolist() for k in range(10)]
+    assert xy == [[0, 0], [0.5, 0], [1, 0], [1, 0.5], [1, 1], [1, 0.5], [1, 0], [0.5, 0],
+                  [0, 0], [0.5, 0]]
+    np.testing.assert_array_equal(path.at(0)[1], [0.5, 0.5, 0.5, 0.5])
+    np.testing.assert_allclose(path.at(4)[1], [0, 0, 0.5 ** 0.5, 0.5 ** 0.5], atol=1e-15)
+    # robosafe's own list without a loop runs forward and back too (VLA-Arena's run), its
+    # period the forward run: the same samples
+    own = ArenaWaypoints.of(mo("waypoint", waypoints=wps[:3], period=0.2), 20.0)
+    assert own.steps == 2 and [own.at(k)[0][:2].tolist() for k in range(10)] == xy
 
 
 def test_projectile_follows_kinematics_then_rests_at_the_floor():

@@ -22,9 +22,9 @@ import numpy as np
 
 from robosafe import mjstate
 
-#: robosuite env attributes that advance every step (robosafe's simulator adds ``_substep``,
-#: its moving objects' clock)
-CLOCKS = ("timestep", "cur_time", "done", "_substep")
+#: robosuite env attributes that advance every step (robosafe's simulator adds ``_substep``
+#: and ``_motion_steps``, its moving objects' clocks in seconds and in control steps)
+CLOCKS = ("timestep", "cur_time", "done", "_substep", "_motion_steps")
 _PLAIN = (int, float, bool, str, np.integer, np.floating, np.bool_)
 
 #: one object's plain attributes: name -> number, string, None or an array copy

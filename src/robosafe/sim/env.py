@@ -163,8 +163,8 @@ class TaskEnv:
         if self.render:
             ensure_gl_backend()
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
-                              horizon=self.horizon, assets=assets, controller=controller)
-        self.arena.motion_clock = "steps" if cost_mode == "vla-arena" else "seconds"
+                              horizon=self.horizon, assets=assets, controller=controller,
+                              motion_clock="steps" if cost_mode == "vla-arena" else "seconds")
         self._use_init_state(init_state)
         m = self.arena.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,

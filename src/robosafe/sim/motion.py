@@ -16,10 +16,15 @@ Decisions where App. 7.2.3 is silent (docs/decisions.md, "Simulator"):
   takes the body x axis onto it, interpolated by SLERP.
 * projectile: p0 + v0 t + g t^2 / 2 until the object would pass below ``floor_z`` (its start
   height unless given), where it rests.
+
+Cost mode vla-arena with VLA-Arena's assets moves waypoint movers as VLA-Arena's env does
+(:class:`ArenaWaypoints`): a target is written once per control step and the object follows it
+through a soft weld (robosafe.sim.world), not kinematically.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -148,3 +153,94 @@ def _waypoints(mo: MovingObject, t: np.ndarray):
     frac = u - seg
     pos = pts[seg, :3] + frac[..., None] * (pts[seg + 1, :3] - pts[seg, :3])
     return pos, slerp(quats[seg], quats[seg + 1], frac)
+
+
+#: VLA-Arena's weld of a mover to its target (its XML processor): solref, solimp
+ARENA_WELD_SOLREF = (0.02, 1.0)
+ARENA_WELD_SOLIMP = (0.9, 0.95, 0.001)
+_ARENA_BASE_QUAT = np.array([1.0, 1.0, 1.0, 1.0])  # its heading (0, 1, 0); magnitude 2
+_ARENA_BASE_DIR = np.array([0.0, 1.0, 0.0])
+
+
+def arena_heading_quat(direction) -> np.ndarray:
+    """VLA-Arena's w-x-y-z orientation for a waypoint heading (its generator's mapping, not
+    :func:`heading_quat`): heading (0, 1, 0) is (1, 1, 1, 1), any other the shortest-arc
+    rotation from (0, 1, 0) to it applied to that, magnitude 2, the opposite heading its
+    negation. Each operation is VLA-Arena's, in its order, so the floats are its floats."""
+    d = np.array(direction, dtype=np.float64)
+    d = d / np.linalg.norm(d)
+    axis = np.cross(_ARENA_BASE_DIR, d)
+    axis_norm = np.linalg.norm(axis)
+    if axis_norm < 1e-6:  # along the base heading: no axis to turn about
+        return _ARENA_BASE_QUAT.copy() if np.dot(_ARENA_BASE_DIR, d) > 0 else -_ARENA_BASE_QUAT
+    axis = axis / axis_norm
+    half = np.arccos(np.clip(np.dot(_ARENA_BASE_DIR, d), -1.0, 1.0)) / 2.0
+    s = np.sin(half)
+    turn = np.array([np.cos(half), axis[0] * s, axis[1] * s, axis[2] * s])
+    base = _ARENA_BASE_QUAT / np.linalg.norm(_ARENA_BASE_QUAT)
+    return quat_mul(turn, base) * 2.0
+
+
+def _arena_slerp(q0: np.ndarray, q1: np.ndarray, alpha: float) -> np.ndarray:
+    """VLA-Arena's interpolation of two unit quaternions: normalised lerp when they are within
+    ~1.8 degrees (dot > 0.9995), else its SLERP formula (s0 = cos(a t) - dot sin(a t) / sin a,
+    which is sin((1 - t) a) / sin a in exact arithmetic but not in floats)."""
+    dot = q0[0] * q1[0] + q0[1] * q1[1] + q0[2] * q1[2] + q0[3] * q1[3]
+    if dot < 0.0:
+        q1, dot = -q1, -dot
+    if dot > 0.9995:
+        out = q0 + alpha * (q1 - q0)
+        norm = np.linalg.norm(out)
+        return out / norm if norm != 0 else np.array([1.0, 0.0, 0.0, 0.0])
+    theta0 = np.arccos(dot)
+    theta = theta0 * alpha
+    sin_t, sin_t0 = np.sin(theta), np.sin(theta0)
+    s0 = np.cos(theta) - dot * sin_t / sin_t0
+    s1 = sin_t / sin_t0
+    return s0 * q0 + s1 * q1
+
+
+@dataclass(frozen=True)
+class ArenaWaypoints:
+    """A waypoint mover's target as VLA-Arena's generator computes it, sample by sample.
+
+    ``points`` / ``quats``: the looped list ``w0 .. wn .. w1`` (the parser's expansion of
+    VLA-Arena's forward-and-back run, robosafe.tasks.parser) and each entry's unit orientation;
+    ``steps``: control steps per segment. Sample k (one per control step, the first at k = 0)
+    lies ``(k mod steps) / steps`` of the way along segment ``k // steps`` of the loop: the
+    ends and the fraction VLA-Arena's ping-pong uses at that sample, so the same floats."""
+
+    points: np.ndarray
+    quats: np.ndarray
+    steps: int
+
+    @classmethod
+    def of(cls, mo: MovingObject, control_freq: float) -> ArenaWaypoints:
+        """From a parsed waypoint mover. A VLA-Arena file's list is already the loop (the
+        parser expanded its ``:motion_dt``, period = steps x segments); robosafe's own list
+        without ``:motion_loop`` is run forward and back, as VLA-Arena runs every list, its
+        period being the forward run."""
+        wps = np.asarray(_need(mo, "waypoints"), dtype=float)
+        if wps.ndim != 2 or wps.shape[1] != 6 or len(wps) < 2:
+            raise TaskError(f"moving object {mo.name!r}: :motion_waypoints needs at least two "
+                            "(x y z dx dy dz) entries")
+        segments = len(wps) if mo.get("loop", False) else len(wps) - 1
+        if not mo.get("loop", False):
+            wps = np.vstack([wps, wps[-2:0:-1]])
+        steps = max(1, round(float(_need(mo, "period")) * control_freq / segments))
+        quats = []
+        for w in wps:
+            _unit(w[3:], "waypoint direction", mo.name)  # a zero heading is the file's error
+            q = arena_heading_quat(w[3:])
+            quats.append(q / np.linalg.norm(q))
+        return cls(wps[:, :3].copy(), np.array(quats), int(steps))
+
+    def at(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(position, w-x-y-z quaternion) of sample ``k``."""
+        n = len(self.points)
+        seg, step = divmod(int(k) % (n * self.steps), self.steps)
+        nxt = (seg + 1) % n
+        alpha = step / self.steps
+        p0 = self.points[seg]
+        pos = p0 + alpha * (self.points[nxt] - p0)
+        return pos, _arena_slerp(self.quats[seg], self.quats[nxt], alpha)

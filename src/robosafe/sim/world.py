@@ -12,6 +12,7 @@ simulation clock (App. 7.2.3); the motion clock starts after the hidden settling
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import replace
 from functools import cache
 from importlib import resources
@@ -27,7 +28,13 @@ from robosafe.errors import TaskError
 from robosafe.sim.assets import category, make_asset
 from robosafe.sim.controller import CompiledController, check_controller
 from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing_file, real_key
-from robosafe.sim.motion import pose_at, yaw_quat
+from robosafe.sim.motion import (
+    ARENA_WELD_SOLIMP,
+    ARENA_WELD_SOLREF,
+    ArenaWaypoints,
+    pose_at,
+    yaw_quat,
+)
 from robosafe.sim.placement import Footprint, InitState, overlap, place_footprint
 from robosafe.tasks.ast import Pred, Problem, Region
 from robosafe.yamldata import load_yaml
@@ -108,7 +115,7 @@ class ArenaEnv(ManipulationEnv):
 
     def __init__(self, problem: Problem, *, source: str = "<task>", control_freq: float,
                  horizon: int, robots: str | None = None, assets: str = "stand-in",
-                 controller: str = "robosuite", **kwargs):
+                 controller: str = "robosuite", motion_clock: str = "seconds", **kwargs):
         cfg = config()
         self.problem = problem
         if assets not in ("stand-in", *SOURCES):
@@ -135,7 +142,9 @@ class ArenaEnv(ManipulationEnv):
         # "seconds": movers follow the simulation clock at every physics substep (App. 7.2.3);
         # "steps": VLA-Arena's code moves each mover once per control step, to where the
         # clock is after that step (k / control_freq after the k-th)
-        self.motion_clock = "seconds"
+        self.motion_clock = motion_clock
+        # waypoint movers welded to a target, as VLA-Arena's env moves them (_welded_movers)
+        self.welded: dict[str, ArenaWaypoints] = self._welded_movers(control_freq)
         self.motion_on = False
         self.frozen: set[str] = set()
         self.notes: set[str] = set()  # placement readings that differ from VLA-Arena's
@@ -188,12 +197,36 @@ class ArenaEnv(ManipulationEnv):
         for name in self.mocap_names():
             body = self.model.worldbody.find(f"./body[@name='{self.assets[name].root_body}']")
             body.set("mocap", "true")
+        self._weld_targets()
+
+    def _welded_movers(self, control_freq: float) -> dict[str, ArenaWaypoints]:
+        """Waypoint movers that follow a target through a soft weld, as in VLA-Arena's env:
+        in its cost mode (the "steps" clock) with its own assets. Elsewhere robosafe's
+        kinematic mover stays (App. 7.2.3 gives a pose per time; a weld lags it)."""
+        if self.motion_clock != "steps" or self.asset_source != "vla-arena":
+            return {}
+        return {n: ArenaWaypoints.of(mo, control_freq) for n, mo in self.moving.items()
+                if mo.motion_type == "waypoint"}
+
+    def _weld_targets(self) -> None:
+        """Per welded mover a mocap target ``<root body>_mocap`` at the origin, appended last
+        to the world, and a weld of the mover's root body to it (VLA-Arena's XML processor:
+        solref 0.02 1, solimp 0.9 0.95 0.001; the relative pose the identity, which MuJoCo
+        computes from the reference pose there, both bodies being at the origin)."""
+        for name in self.welded:
+            root = self.assets[name].root_body
+            self.model.worldbody.append(ET.Element("body", name=f"{root}_mocap", mocap="true",
+                                                   pos="0 0 0"))
+            self.model.equality.append(ET.Element(
+                "weld", body1=root, body2=f"{root}_mocap", relpose="0 0 0 1 0 0 0",
+                solref=" ".join(map(str, ARENA_WELD_SOLREF)),
+                solimp=" ".join(map(str, ARENA_WELD_SOLIMP))))
 
     def _make_asset(self, decl):
         """One declared object or fixture, from the real asset files where the chosen source
         has it, else the stand-in; a file the source lists but the folder lacks is one warning
         line naming the object and the file (the stand-in is used)."""
-        fixed = True if decl.name in self.moving else None
+        fixed = True if decl.name in self.moving and decl.name not in self.welded else None
         source = self.asset_source
         key = (real_key(source, decl.category, category(decl.category).name)
                if source != "stand-in" else None)
@@ -208,9 +241,10 @@ class ArenaEnv(ManipulationEnv):
         return make_asset(decl.category, decl.name, fixed=fixed, source=source, real_key=key)
 
     def mocap_names(self) -> list[str]:
-        """Fixtures (other than the table) and moving objects: kinematic bodies."""
+        """Fixtures (other than the table) and moving objects: kinematic bodies (a welded
+        mover is a free body; its target is the mocap body)."""
         fixtures = [n for n, a in self.assets.items() if a.category.kind == "fixture"]
-        return fixtures + [n for n in self.moving if n not in fixtures]
+        return fixtures + [n for n in self.moving if n not in fixtures and n not in self.welded]
 
     def _setup_references(self):
         super()._setup_references()
@@ -221,6 +255,8 @@ class ArenaEnv(ManipulationEnv):
         self.body_id = {n: m.body(a.centre_body).id for n, a in self.assets.items()}
         self.root_id = {n: m.body(a.root_body).id for n, a in self.assets.items()}
         self.mocap_id = {n: int(m.body_mocapid[self.root_id[n]]) for n in self.mocap_names()}
+        self.target_id = {n: int(m.body_mocapid[m.body(f"{self.assets[n].root_body}_mocap").id])
+                          for n in self.welded}
         self.free_qpos = {}
         for n, bid in self.root_id.items():
             j = int(m.body_jntadr[bid])
@@ -247,6 +283,7 @@ class ArenaEnv(ManipulationEnv):
         self._apply_init_states()
         self.sim.forward()
         self.start_pose = self._place()
+        self._targets_at_start()
         self.sim.forward()
         # the pose another simulator's Fall compares against: its sampled pose, which is the
         # start pose where robosafe took it exactly, else lifted by InitState.reference_lift_m
@@ -354,9 +391,9 @@ class ArenaEnv(ManipulationEnv):
         asset = self.assets[name]
         hx, hy, hz = asset.category.half_extents
         mo = self.moving.get(name)
-        if mo is not None and mo.motion_type == "waypoint":
-            # robosafe's waypoint movers put their box centre on the path (VLA-Arena welds the
-            # file's body to a mocap target there; not reproduced, docs/decisions.md)
+        if mo is not None and mo.motion_type == "waypoint" and name not in self.welded:
+            # robosafe's own waypoint movers put their box centre on the path (a welded one is
+            # placed as any object and pulled onto it, docs/decisions.md)
             pos, quat = pose_at(mo, 0.0, np.zeros(3), np.array([1.0, 0, 0, 0]))
             self._set_pose(name, pos, quat)
             return pos, quat
@@ -512,6 +549,15 @@ class ArenaEnv(ManipulationEnv):
         mujoco.mju_rotVecQuat(shift, np.asarray(off, dtype=float), q_root)
         return np.asarray(pos, dtype=float) - shift, q_root
 
+    def _targets_at_start(self) -> None:
+        """Each welded mover's target where its root body was placed (VLA-Arena's reset puts
+        the target at the sampled pose; the first control step moves it onto the path)."""
+        d = self.sim.data
+        for name, k in self.target_id.items():
+            a = self.free_qpos[name]
+            d.mocap_pos[k] = d.qpos[a:a + 3]
+            d.mocap_quat[k] = d.qpos[a + 3:a + 7]
+
     def _set_root_pose(self, name: str, pos, quat) -> None:
         d = self.sim.data
         if name in self.mocap_id:
@@ -564,6 +610,7 @@ class ArenaEnv(ManipulationEnv):
 
     # -- motion ----------------------------------------------------------------------------------
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        self.move_targets()
         if self._compiled is not None:
             return self._compiled.step(action)
         return super().step(action)
@@ -571,6 +618,18 @@ class ArenaEnv(ManipulationEnv):
     def _pre_action(self, action, policy_step=False):
         super()._pre_action(action, policy_step)
         self.move_objects(policy_step)
+
+    def move_targets(self) -> None:
+        """Welded movers' targets to their next sample, before the control step's physics
+        (VLA-Arena's env writes them before robosuite's step): sample k after k control steps
+        of the clock (``InitState.mover_steps`` already run at reset)."""
+        if not self.motion_on or not self.welded:
+            return
+        d = self.sim.data
+        for name, path in self.welded.items():
+            if name not in self.frozen:
+                d.mocap_pos[self.target_id[name]], d.mocap_quat[self.target_id[name]] = (
+                    path.at(self._motion_steps))
 
     def move_objects(self, policy_step: bool = False) -> None:
         """Moving objects to their pose at this substep (before the physics of the substep);
@@ -585,7 +644,7 @@ class ArenaEnv(ManipulationEnv):
             self._motion_steps += 1
             t = self._motion_steps / self.control_freq
         for name, mo in self.moving.items():
-            if name in self.frozen:
+            if name in self.frozen or name in self.welded:
                 continue
             p0, q0 = self.start_pose[name]
             self._set_pose(name, *pose_at(mo, t, p0, q0, floor_z=None))
