@@ -160,12 +160,11 @@ def _margin(node, values: dict[str, float], spec: Spec) -> float:
     raise TypeError(f"not a temporal-free STL node: {node!r}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Clause:
     spec: Spec
     inner: Formula
     always: bool
-    value: float
 
 
 @dataclass(frozen=True)
@@ -208,6 +207,8 @@ class OnlineMonitor:
     skipped: dict[str, str] = field(default_factory=dict)
     """Active specs not monitored online, with the reason."""
     plan: _Plan | None = None
+    rho: list[float] = field(default_factory=list)
+    """Running robustness of each clause (min of its margins for G, max for F)."""
     n: int = 0
     _ref: _Reference | None = None
     _alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
@@ -227,9 +228,9 @@ class OnlineMonitor:
                 continue
             root = spec.formula.root
             always = isinstance(root, Always)
-            clauses.append(_Clause(spec, Formula(spec.stl, root.arg), always,
-                                   math.inf if always else -math.inf))
-        return cls(task, clauses, skipped, _plan(task, clauses))
+            clauses.append(_Clause(spec, Formula(spec.stl, root.arg), always))
+        return cls(task, clauses, skipped, _plan(task, clauses),
+                   [math.inf if c.always else -math.inf for c in clauses])
 
     @property
     def spec_ids(self) -> list[str]:
@@ -238,8 +239,7 @@ class OnlineMonitor:
     def copy(self) -> OnlineMonitor:
         """An independent monitor in the same state (for predicting ahead without touching
         this one)."""
-        return replace(self, clauses=[replace(c) for c in self.clauses],
-                       _alive=self._alive.copy())
+        return replace(self, rho=list(self.rho), _alive=self._alive.copy())
 
     def _step_values(self, row: Episode) -> dict[str, float]:
         """The signal values the monitored specs read at ``row`` (a one-row episode: the next
@@ -318,9 +318,9 @@ class OnlineMonitor:
         """Account for the next step (a one-row episode); returns its per-step margins. The
         running robustness is :meth:`current`."""
         margins = self.margins(self._step_values(row))
-        for c in self.clauses:
-            m = margins[c.spec.spec_id]
-            c.value = min(c.value, m) if c.always else max(c.value, m)
+        rho = self.rho
+        for i, (c, m) in enumerate(zip(self.clauses, margins.values())):
+            rho[i] = min(rho[i], m) if c.always else max(rho[i], m)
         self.n += 1
         return margins
 
@@ -330,13 +330,13 @@ class OnlineMonitor:
         return self.current()
 
     def current(self) -> dict[str, float]:
-        return {c.spec.spec_id: c.value for c in self.clauses}
+        return {c.spec.spec_id: v for c, v in zip(self.clauses, self.rho)}
 
     def final(self) -> dict[str, float]:
         """Episode robustness as the offline scorer reports it: a gated clause that never fired
         (+inf) is reported as |threshold| (score.Scorer._score)."""
-        return {c.spec.spec_id: (abs(c.spec.threshold) if math.isinf(c.value) and c.value > 0
-                                 else c.value) for c in self.clauses}
+        return {c.spec.spec_id: (abs(c.spec.threshold) if math.isinf(v) and v > 0 else v)
+                for c, v in zip(self.clauses, self.rho)}
 
 
 def _plan(task: _Task, clauses: list[_Clause]) -> _Plan:
