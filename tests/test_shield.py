@@ -412,3 +412,51 @@ def test_a_contact_body_outside_the_names_is_a_trace_error():
     with pytest.raises(TraceError, match=r"contact body index") as err:
         mon.push(ep)
     assert err.value.field == "steps[2].contacts"
+
+
+@pytest.mark.sim
+def test_a_prediction_records_from_its_first_step(envs):
+    """``Recorder.start(record=False)``: the shadow's row 0 is the state after its first step,
+    bitwise the row the episode records for that step; ``get_state(objects=False)`` is the
+    physics and the frozen movers alone, equal on both after the same step."""
+    env, shadow = envs
+    env.reset(seed=0)
+    shadow.reset(seed=0)
+    a = np.zeros(env.action_dim)
+    a[0], a[-1] = 0.5, 1.0
+    shadow.set_state(env.get_state())
+    shadow.recorder.start(record=False)
+    assert shadow.recorder.n_steps == 0
+    env.recorder.step(a)
+    shadow.recorder.step(a)
+    assert shadow.recorder.n_steps == 1
+    mine, theirs = env.recorder.row(1), shadow.recorder.row(0)
+    for f in ("eef_pos_m", "body_pos_m", "contact_a", "contact_force_n", "joint_torque_nm",
+              "gripper_contact"):
+        assert np.array_equal(getattr(mine, f), getattr(theirs, f)), f
+    light = shadow.get_state(objects=False)
+    assert light.objects == () and light.same(env.get_state(objects=False))
+    assert np.array_equal(light.physics, env.get_state().physics)
+
+
+@pytest.mark.sim
+def test_extending_a_candidates_prediction_changes_nothing(long_envs):
+    """scripted-careless under the filter: its action changes every step, so its own plan is
+    predicted afresh, but a candidate taken at one step and tried again at the next (hold,
+    retreat: the same action whatever the policy proposes) is extended by a step; the record
+    and the episode are those of predicting every candidate afresh."""
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = long_envs
+    out = {}
+    for reuse in (False, True):
+        shield = Shield(make_policy("scripted-careless"), env, shadow,
+                        ShieldConfig("filter", reuse=reuse))
+        ep = _run(env, shield)
+        out[reuse] = (ep, shield.finish(), shield.reused_candidates)
+    (fresh, rec_fresh, n_fresh), (kept, rec_kept, n_kept) = out[False], out[True]
+    assert n_fresh == 0 and n_kept > 0
+    assert rec_kept["interventions"] and rec_kept == rec_fresh
+    for k in ("eef_pos_m", "body_pos_m", "contact_force_n", "joint_torque_nm"):
+        assert np.array_equal(getattr(fresh, k), getattr(kept, k)), k
