@@ -231,6 +231,8 @@ class Shield:
         self._shadow_ready = False  # the shadow is reset before the episode's first prediction
         self._live: _Run | None = None  # the prediction whose final state the shadow holds
         self._keep_kept = False
+        self._taken = None  # the action the last step returned
+        self._pending: tuple[int, list[np.ndarray]] | None = None  # monitor: (t, plan)
 
     def reset(self, task_info: dict[str, Any]) -> None:
         from robosafe.safety.online import OnlineMonitor
@@ -312,18 +314,19 @@ class Shield:
                     break
         return _Run([np.array(a) for a in actions], out, keys, mon, ended, cut=cut)
 
-    def _usable_kept(self) -> _Run | None:
-        """The last step's kept prediction when the episode is now exactly where the shadow
-        was after that prediction's first step: the episode took that step's action (the
-        kept plan's first, by construction) exactly once since, and its MuJoCo integration
-        state and host extras (robosafe's frozen movers, which the episode's own step may
-        change) are bitwise the shadow's after that step. The rest of the host's state
-        (robosuite's controllers, clocks, buffers) is then equal too: both envs reached it
-        from one full state with one action (restore then step is the uninterrupted step).
-        None otherwise."""
+    def _usable_kept(self, taken: np.ndarray) -> _Run | None:
+        """The kept prediction when the episode is now exactly where the shadow was after
+        that prediction's first step: the episode has taken one step since it was kept, with
+        ``taken``, the kept plan's first action, and its MuJoCo integration state and host
+        extras (robosafe's frozen movers, which the episode's own step may change) are
+        bitwise the shadow's after that step. The rest of the host's state (robosuite's
+        controllers, clocks, buffers) is then equal too: both envs reached it from one full
+        state with one action (restore then step is the uninterrupted step). None
+        otherwise."""
         kept, self.kept = self.kept, None
         if (kept is None or kept.cut or not kept.keys
                 or self.env.recorder.n_steps != self._kept_rows + 1
+                or not np.array_equal(taken, kept.plan[0])
                 or not self.env.get_state(objects=False).same(kept.keys[0])):
             return None
         return kept
@@ -405,33 +408,70 @@ class Shield:
         """Return ``action`` (``run``'s first), keeping ``run`` for the next step to extend."""
         self.kept = run if self.cfg.reuse else None
         self._kept_rows = self.env.recorder.n_steps
+        self._taken = action
         return action
 
-    def act(self, obs: dict[str, Any]) -> np.ndarray:
-        self._catch_up()
-        action = np.asarray(self.policy.act(obs), dtype=float)
-        t, self.t = self.t, self.t + 1
-        if not self.monitor.clauses:
-            return action
-        self._state = None
-        kept = self._usable_kept()
-        # the kept prediction is a filter candidate's: the policy's plan will rarely continue
-        # it, but the same candidate may be asked for again, so its end is saved before the
-        # policy's plan is simulated
-        self._keep_kept = self.cfg.mode == "filter" and kept is not None and kept.candidate
-        plan = self._plan(action)
-        run, extended = self._run(plan, kept)
-        self.reused += extended
-        pred = run.prediction()
+    def _warn(self, t: int, pred: Prediction) -> dict[str, float]:
+        """Record the warnings of step ``t``'s prediction; returns its worst margins."""
         worst = pred.worst()
-        now = self.log.margins[-1]
+        now = self.log.margins[t]
         for s, k in pred.first_below(0.0).items():
             if now[s] < 0:  # already violated now: a warning forecasts an onset
                 continue
             self.log.warnings.append({"step": t, "spec": s, "lead": k,
                                       "predicted": _finite(worst[s])})
-        if self.cfg.mode != "filter":
-            return self._take(run, action)
+        return worst
+
+    def _resolve(self) -> None:
+        """``monitor``: step t's prediction, once the episode has taken step t. The monitor
+        never changes the action, so the episode's own step is exactly the shadow's first
+        predicted step (restore then step is the uninterrupted step, bit for bit) and its
+        recorded row is the first predicted row: the shadow starts from the episode's next
+        state and predicts the other H - 1 rows, one simulator step fewer per prediction.
+        (The episode's step may also freeze a mover that the shadow's would not: the
+        prediction then sees it frozen, as the episode will be.) Without that step (the
+        episode ended before it) the prediction is made from where the episode is."""
+        (t, plan), self._pending = self._pending, None
+        self._state = None
+        if self.env.recorder.n_steps != t + 2:
+            run, extended = self._run(plan, self._usable_kept(plan[0]))
+            self.reused += extended
+            self._warn(t, run.prediction())
+            self._take(run, plan[0])
+            return
+        kept = self._usable_kept(plan[0])
+        first = self.log.margins[t + 1]
+        rest: dict[str, list[float]] = {s: [] for s in first}
+        run = None
+        if len(plan) > 1:
+            run, extended = self._run(plan[1:], kept)
+            self.reused += extended
+            rest = run.margins
+        self._warn(t, Prediction({s: [m, *rest[s]] for s, m in first.items()}))
+        if run is not None:
+            self._take(run, plan[1])
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        self._catch_up()
+        if self._pending is not None:
+            self._resolve()
+        action = np.asarray(self.policy.act(obs), dtype=float)
+        t, self.t = self.t, self.t + 1
+        if not self.monitor.clauses:
+            return action
+        plan = self._plan(action)
+        if self.cfg.mode == "monitor":
+            self._pending = (t, plan)  # predicted after the episode's step (_resolve)
+            return action
+        self._state = None
+        kept = self._usable_kept(self._taken)
+        # the kept prediction is a filter candidate's: the policy's plan will rarely continue
+        # it, but the same candidate may be asked for again, so its end is saved before the
+        # policy's plan is simulated
+        self._keep_kept = kept is not None and kept.candidate
+        run, extended = self._run(plan, kept)
+        self.reused += extended
+        worst = self._warn(t, run.prediction())
         unsafe = sorted(s for s in self.guarded if worst[s] < self.cfg.margin)
         if not unsafe:
             return self._take(run, action)
@@ -460,8 +500,11 @@ class Shield:
         return self._take(crun, cand)
 
     def finish(self) -> dict[str, Any]:
-        """The shield's record, after the episode (catches up on the last rows)."""
+        """The shield's record, after the episode (catches up on the last rows and makes the
+        last step's prediction, in ``monitor``)."""
         self._catch_up()
+        if self._pending is not None:
+            self._resolve()
         return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, **self.log.to_json()}
 
 
