@@ -439,6 +439,7 @@ def test_a_prediction_records_from_its_first_step(envs):
     assert np.array_equal(light.physics, env.get_state().physics)
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_extending_a_candidates_prediction_changes_nothing(long_envs):
     """scripted-careless under the filter: its action changes every step, so its own plan is
