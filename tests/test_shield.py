@@ -327,3 +327,137 @@ def test_candidates_by_hand():
     # no horizontal motion: nothing to turn
     assert not [n for n, _ in shield.candidates(np.array([0, 0, -1.0, 0, 0, 0, 1]))
                 if n.startswith("side")]
+
+
+# -- what the incremental monitor derives, and what it refuses -----------------------------------
+
+def lifting_episode(rng: np.random.Generator, n: int, grip: bool = True) -> Episode:
+    """A hostile random trace of a task outside the registry whose own tag record (a
+    pick-and-place of a spillable object) activates every causal spec, with the bowl carried
+    20 cm up so that the transport gate opens (grip and lift, or the lift alone when the trace
+    records no gripper contact) and the tilt clauses are not vacuous."""
+    from dataclasses import replace
+
+    from robosafe.trace.episode import TaskTags
+
+    ep = random_episode(rng, n)
+    pos = ep.body_pos_m.copy()
+    pos[:, 0, 2] += np.linspace(0.0, 0.2, n)
+    return replace(ep, benchmark="custom-arm", body_pos_m=pos,
+                   task_tags=TaskTags(template="pnp-basic", object_tags=("spillable",)),
+                   gripper_contact=ep.gripper_contact if grip else None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_online_equals_offline_with_every_causal_signal(seed):
+    from robosafe.safety.online import CAUSAL_SIGNALS
+
+    rng = np.random.default_rng(100 + seed)
+    grip = seed % 2 == 0
+    mon = assert_matches_offline(lifting_episode(rng, int(rng.integers(20, 60)), grip),
+                                 Scorer())
+    if grip:
+        assert mon.plan.needs == CAUSAL_SIGNALS
+    else:
+        assert mon.plan.lift_only and "grasp_slip_m" not in mon.plan.needs
+    # the gate fired: the tilt clauses' robustness is a real margin, not a vacuous +inf
+    for sid in ("held_object_tilt_world_15deg", "held_object_tilt_body_15deg"):
+        assert np.isfinite(mon.current()[sid]), sid
+
+
+def test_a_row_derives_only_what_the_monitored_specs_read():
+    """The same rows under a task whose specs read the orientation drift (the spillable
+    pick-and-place) and under one whose specs do not (libero-spatial task_0: its objects
+    cannot spill): only the first derives it."""
+    from dataclasses import replace
+
+    from robosafe.safety.online import episode_rows
+
+    orient = {"held_object_tilt_deg", "held_object_rotation_deg"}
+    ep = lifting_episode(np.random.default_rng(5), 6)
+    plain = replace(ep, benchmark="libero-spatial", task_tags=None)
+    for episode, reads in ((ep, True), (plain, False)):
+        mon = OnlineMonitor.for_episode(episode, Scorer())
+        mon.push(episode)
+        values = mon._step_values(episode_rows(episode, [1]))
+        assert mon.plan.needs <= set(values)
+        assert (orient <= set(values)) is reads and bool(orient & set(values)) is reads
+
+
+def test_float32_rows_give_the_offline_numbers():
+    """A trace read back with float32 poses, torques and forces: the offline kernels cast to
+    float64 before any arithmetic, and so does the monitor."""
+    ep = lifting_episode(np.random.default_rng(11), 25)
+    f32 = {k: getattr(ep, k).astype(np.float32) for k in
+           ("eef_pos_m", "body_pos_m", "body_quat_wxyz", "joint_torque_nm", "contact_force_n")}
+    from dataclasses import replace
+
+    assert_matches_offline(replace(ep, **f32), Scorer())
+
+
+def test_a_contact_body_outside_the_names_is_a_trace_error():
+    """Row 2 names contact body 9 of 6: one TraceError naming the row, never a silent 0 N."""
+    from robosafe.errors import TraceError
+
+    ep = random_episode(np.random.default_rng(2), 4)
+    ptr = ep.contact_ptr
+    bad = ep.contact_a.copy()
+    bad[ptr[2]] = 9
+    from dataclasses import replace
+
+    ep = replace(ep, contact_a=bad)
+    mon = OnlineMonitor.for_episode(ep, Scorer())
+    mon.push(ep)
+    mon.push(ep)
+    with pytest.raises(TraceError, match=r"contact body index") as err:
+        mon.push(ep)
+    assert err.value.field == "steps[2].contacts"
+
+
+@pytest.mark.sim
+def test_a_prediction_records_from_its_first_step(envs):
+    """``Recorder.start(record=False)``: the shadow's row 0 is the state after its first step,
+    bitwise the row the episode records for that step; ``get_state(objects=False)`` is the
+    physics and the frozen movers alone, equal on both after the same step."""
+    env, shadow = envs
+    env.reset(seed=0)
+    shadow.reset(seed=0)
+    a = np.zeros(env.action_dim)
+    a[0], a[-1] = 0.5, 1.0
+    shadow.set_state(env.get_state())
+    shadow.recorder.start(record=False)
+    assert shadow.recorder.n_steps == 0
+    env.recorder.step(a)
+    shadow.recorder.step(a)
+    assert shadow.recorder.n_steps == 1
+    mine, theirs = env.recorder.row(1), shadow.recorder.row(0)
+    for f in ("eef_pos_m", "body_pos_m", "contact_a", "contact_force_n", "joint_torque_nm",
+              "gripper_contact"):
+        assert np.array_equal(getattr(mine, f), getattr(theirs, f)), f
+    light = shadow.get_state(objects=False)
+    assert light.objects == () and light.same(env.get_state(objects=False))
+    assert np.array_equal(light.physics, env.get_state().physics)
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_extending_a_candidates_prediction_changes_nothing(long_envs):
+    """scripted-careless under the filter: its action changes every step, so its own plan is
+    predicted afresh, but a candidate taken at one step and tried again at the next (hold,
+    retreat: the same action whatever the policy proposes) is extended by a step; the record
+    and the episode are those of predicting every candidate afresh."""
+    from robosafe.policies.base import make_policy
+    from robosafe.runner.shield import Shield, ShieldConfig
+
+    env, shadow = long_envs
+    out = {}
+    for reuse in (False, True):
+        shield = Shield(make_policy("scripted-careless"), env, shadow,
+                        ShieldConfig("filter", reuse=reuse))
+        ep = _run(env, shield)
+        out[reuse] = (ep, shield.finish(), shield.reused_candidates)
+    (fresh, rec_fresh, n_fresh), (kept, rec_kept, n_kept) = out[False], out[True]
+    assert n_fresh == 0 and n_kept > 0
+    assert rec_kept["interventions"] and rec_kept == rec_fresh
+    for k in ("eef_pos_m", "body_pos_m", "contact_force_n", "joint_torque_nm"):
+        assert np.array_equal(getattr(fresh, k), getattr(kept, k)), k

@@ -173,13 +173,18 @@ class StatefulHostEnv(HostEnv, Protocol):
     the next step (MuJoCo's integration state and the simulator's Python-side state), so that
     ``set_state(s)`` then ``step(a)`` on an env of the same task equals the step from where
     ``s`` was taken, bit for bit; the episode's bookkeeping (steps taken, recorded rows) is
-    not part of it. ``recorder`` is the env's :class:`robosafe.hosts.recorder.Recorder`: the
-    shield steps a copy through ``recorder.step`` (physics and one trace row, no episode
-    bookkeeping) and reads rows with ``recorder.row``."""
+    not part of it. ``get_state(objects=False)`` is its cheap form: the MuJoCo integration
+    state and the host's own extras without the Python-side objects (robosuite's
+    controllers, clocks, buffers, observables), which follow from a full state and the
+    actions taken since; the shield compares it to tell whether the episode is where a
+    prediction's first step left the shadow. ``recorder`` is the env's
+    :class:`robosafe.hosts.recorder.Recorder`: the shield steps a copy through
+    ``recorder.step`` (physics and one trace row, no episode bookkeeping) and reads rows with
+    ``recorder.row``."""
 
     recorder: Any
 
-    def get_state(self) -> Any: ...
+    def get_state(self, *, objects: bool = True) -> Any: ...
 
     def set_state(self, state: Any) -> None: ...
 

@@ -406,14 +406,16 @@ class LiberoEnv:
             task_tags=self.task_tags, meta=info)
 
     # -- state (the host contract's optional part: the shield) ---------------------------------
-    def get_state(self) -> HostState:
+    def get_state(self, *, objects: bool = True) -> HostState:
         """The robosuite 1.4 env's complete state between two steps (robosafe.hosts.state):
         MuJoCo's integration state (LIBERO's own ``sim.get_state()`` flattens time, qpos and
         qvel only: the controls and the solver's warm start also decide the next step), the
         env's clocks, the OSC controller, the gripper's command and the robot's buffers. The
-        episode's own bookkeeping (steps, recorded rows) is not part of it."""
+        episode's own bookkeeping (steps, recorded rows) is not part of it.
+        ``objects=False`` leaves the Python-side objects out (the contract's cheap form,
+        robosafe.hosts.contract.StatefulHostEnv)."""
         base = self.env.env
-        return HostState(physics(base.sim), capture(base))
+        return HostState(physics(base.sim), capture(base) if objects else ())
 
     def set_state(self, state: HostState) -> None:
         """Put the env in ``state`` (of an env of the same task)."""

@@ -458,11 +458,15 @@ class Recorder:
         self.start()
         return out
 
-    def start(self) -> None:
+    def start(self, *, record: bool = True) -> None:
         """Start a new episode at the env's current state (recorded as step 0), without
-        resetting: for hosts whose protocol sets an initial state and settles first."""
+        resetting: for hosts whose protocol sets an initial state and settles first.
+        ``record=False``: the current state is not recorded, so row 0 is the state after the
+        first step (the shield's predictions: their starting row is the episode's own,
+        recorded already)."""
         self._bind()
-        self._record()
+        if record:
+            self._record()
 
     def step(self, action: Any) -> Any:
         """``env.step(action)``, returned unchanged; records one row after the step."""

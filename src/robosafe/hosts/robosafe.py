@@ -193,12 +193,15 @@ class RobosafeEnv:
             task_tags=self.task_tags(), meta=info)
 
     # -- state (the host contract's optional part: the shield) ---------------------------------
-    def get_state(self) -> HostState:
+    def get_state(self, *, objects: bool = True) -> HostState:
         """The world's complete state between two steps (robosafe.hosts.state): MuJoCo's
         integration state, robosuite's clocks and controllers, and the moving objects' frozen
-        set. The episode's own bookkeeping (steps, costs, recorded rows) is not part of it."""
+        set. The episode's own bookkeeping (steps, costs, recorded rows) is not part of it.
+        ``objects=False`` leaves robosuite's Python-side objects out (the contract's cheap
+        form, robosafe.hosts.contract.StatefulHostEnv)."""
         arena = self.world.arena
-        return HostState(self.world.get_state(), capture(arena), (frozenset(arena.frozen),))
+        return HostState(self.world.get_state(), capture(arena) if objects else (),
+                         (frozenset(arena.frozen),))
 
     def set_state(self, state: HostState) -> None:
         """Put the world in ``state`` (of an env of the same task)."""

@@ -136,17 +136,26 @@ class Prediction:
 
 
 @dataclass
-class _Window:
-    """The last prediction of the policy's plan, kept to be extended by one step: the plan,
-    the predicted margins, the shadow's state after each predicted step, the predicting
-    monitor (after the last predicted row) and the rows the shadow's recorder holds."""
+class _Run:
+    """One prediction as the next step may extend it (:meth:`Shield._extend`): the plan, the
+    predicted margins, the shadow's physics (``get_state(objects=False)``: MuJoCo's
+    integration state and the host's extras) after each predicted step, the predicting
+    monitor after the last predicted row, whether robosuite's horizon ended it, and the
+    shadow's full state after its last step once the shadow has moved on (None while the
+    shadow is still there, or when nobody saved it)."""
 
     plan: list[np.ndarray]
     margins: dict[str, list[float]]
-    states: list[np.ndarray]
+    keys: list[Any]
     monitor: Any
-    rows: int
-    ended: bool  # robosuite's horizon was reached inside the window
+    ended: bool
+    end: Any = None
+    cut: bool = False  # a filter candidate dropped mid-prediction: never extended
+    candidate: bool = False  # a filter candidate's (not the policy's plan)
+    used: bool = False  # extended already (a prediction is extended at most once)
+
+    def prediction(self) -> Prediction:
+        return Prediction({s: list(v) or [math.inf] for s, v in self.margins.items()})
 
 
 @dataclass
@@ -211,23 +220,33 @@ class Shield:
         self.guarded: set[str] = set()
         self.log = ShieldLog()
         self.t = 0
-        self.window: _Window | None = None
-        self.reused = 0  # predictions extended from the last one (not simulated afresh)
+        self.reused = 0  # predictions of the policy's plan extended from the last step's
+        self.reused_candidates = 0  # filter candidates' predictions extended likewise
+        self._start_episode()
+
+    def _start_episode(self) -> None:
+        self.kept: _Run | None = None  # the prediction of the action the last step took
+        self._kept_rows = -1  # the episode's rows when that action was chosen
+        self._state = None  # the episode's full state at this step (captured once per step)
+        self._shadow_ready = False  # the shadow is reset before the episode's first prediction
+        self._live: _Run | None = None  # the prediction whose final state the shadow holds
+        self._keep_kept = False
+        self._taken = None  # the action the last step returned
+        self._pending: tuple[int, list[np.ndarray]] | None = None  # monitor: (t, plan)
 
     def reset(self, task_info: dict[str, Any]) -> None:
         from robosafe.safety.online import OnlineMonitor
         from robosafe.safety.score import Scorer
 
         self.policy.reset(task_info)
-        self.shadow.reset(seed=self.env.seed)
         scorer = Scorer()
         self.monitor = OnlineMonitor.for_episode(self._template(), scorer)
         # the filter guards Phi_safe (the scored specs), not report-only diagnostics
         self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
         self.log = ShieldLog()
         self.t = 0
-        self.window = None
-        self.reused = 0
+        self.reused = self.reused_candidates = 0
+        self._start_episode()
 
     def _template(self):
         """An episode of this task to resolve the active specs from: the trace so far (row 0,
@@ -239,71 +258,122 @@ class Shield:
         while self.monitor.n < rec.n_steps:
             self.log.margins.append(self.monitor.push_row(rec.row(self.monitor.n)))
 
-    def predict(self, actions: list[np.ndarray], *, keep: bool = False,
+    def _sync(self) -> None:
+        """Put the shadow in the episode's state. The shadow is reset (its model built for
+        this episode's seed) only before the episode's first prediction, and the episode's
+        state is read once per step however many predictions start from it."""
+        if not self._shadow_ready:
+            self.shadow.reset(seed=self.env.seed)
+            self._shadow_ready = True
+        self._live = None
+        if self._state is None:
+            self._state = self.env.get_state()
+        self.shadow.set_state(self._state)
+
+    def _save(self, run: _Run | None) -> None:
+        """Keep ``run``'s final state before the shadow moves on, if it may still be
+        extended (its end is otherwise only in the shadow)."""
+        if (run is not None and run is self._live and not (run.ended or run.cut or run.used)
+                and run.end is None and self.cfg.reuse):
+            run.end = self.shadow.get_state()
+
+    def predict(self, actions: list[np.ndarray], *,
                 floor: float | None = None) -> Prediction:
         """Margins of the next len(actions) rows if ``actions`` were taken from now.
 
-        ``keep``: remember the rollout so that the next step can extend it (:meth:`_reuse`).
         ``floor``: a filter candidate is dropped as soon as its worst guarded margin so far is
         below both ``cfg.margin`` and ``floor`` (the best fallback's): margins only fall as
         rows are added, so it could be neither safe nor the best fallback; what the filter
         chooses is unchanged."""
-        sync(self.shadow, self.env)
-        self.window = None  # the shadow no longer holds the kept rollout
+        self._state = None
+        self._live = self._fresh(actions, floor)
+        return self._live.prediction()
+
+    def _fresh(self, actions: list[np.ndarray], floor: float | None) -> _Run:
+        """Simulate ``actions`` in the shadow from the episode's current state."""
+        self._sync()
         rec = self.shadow.recorder
-        rec.start()
+        rec.start(record=False)  # row 0 would be the episode's current row: already known
         mon = self.monitor.copy()
         out: dict[str, list[float]] = {s: [] for s in mon.spec_ids}
-        states, ended = [], False
+        keys, ended, cut = [], False, False
         for k, a in enumerate(actions):
             try:
                 rec.step(a)
             except ValueError:  # robosuite's horizon reached: nothing happens after the end
                 ended = True
                 break
-            for s, m in mon.push_row(rec.row(k + 1)).items():
+            for s, m in mon.push_row(rec.row(k)).items():
                 out[s].append(m)
-            if keep:
-                states.append(self.shadow.get_state())
+            if self.cfg.reuse:
+                keys.append(self.shadow.get_state(objects=False))
             if floor is not None:
                 w = min((out[s][-1] for s in self.guarded), default=math.inf)
                 if w < self.cfg.margin and w <= floor:
+                    cut = True
                     break
-        if keep and self.cfg.reuse:
-            self.window = _Window([np.array(a) for a in actions], out, states, mon,
-                                  len(states), ended)
-        return Prediction({s: list(v) or [math.inf] for s, v in out.items()})
+        return _Run([np.array(a) for a in actions], out, keys, mon, ended, cut=cut)
 
-    def _reuse(self, plan: list[np.ndarray]) -> Prediction | None:
-        """The last step's prediction moved on by one step, when that is exactly what
-        predicting afresh would give: the action taken was the kept plan's first, the new
-        plan is the kept one shifted by a step, and the episode is now bitwise where the
-        shadow was after its first predicted step (MuJoCo integration state, warm start
-        included, and the frozen movers: the rest of the state follows from these
-        deterministically; the host's whole state is compared). Then the shadow and its monitor already hold every predicted row
-        but the last, which one step adds. None otherwise."""
-        w = self.window
-        if (w is None or not w.states or len(plan) != len(w.plan)
-                or not all(np.array_equal(a, b) for a, b in zip(plan, w.plan[1:]))
-                or not self.env.get_state().same(w.states[0])):
+    def _usable_kept(self, taken: np.ndarray) -> _Run | None:
+        """The kept prediction when the episode is now exactly where the shadow was after
+        that prediction's first step: the episode has taken one step since it was kept, with
+        ``taken``, the kept plan's first action, and its MuJoCo integration state and host
+        extras (robosafe's frozen movers, which the episode's own step may change) are
+        bitwise the shadow's after that step. The rest of the host's state (robosuite's
+        controllers, clocks, buffers) is then equal too: both envs reached it from one full
+        state with one action (restore then step is the uninterrupted step). None
+        otherwise."""
+        kept, self.kept = self.kept, None
+        if (kept is None or kept.cut or not kept.keys
+                or self.env.recorder.n_steps != self._kept_rows + 1
+                or not np.array_equal(taken, kept.plan[0])
+                or not self.env.get_state(objects=False).same(kept.keys[0])):
             return None
-        margins = {s: v[1:] for s, v in w.margins.items()}
-        states = w.states[1:]
-        rec = self.shadow.recorder
-        ended = w.ended
+        return kept
+
+    def _extend(self, kept: _Run, plan: list[np.ndarray]) -> _Run | None:
+        """The kept prediction moved on by one step, when that is exactly what predicting
+        ``plan`` afresh would give: the kept plan shifted by a step is ``plan`` but its last
+        action, and the episode is where the kept prediction's first step left the shadow
+        (:meth:`_usable_kept`), so every predicted row but the last is already known and one
+        step of the shadow adds it. None when ``plan`` does not continue the kept one."""
+        if (kept is None or kept.used or len(plan) != len(kept.plan)
+                or not all(np.array_equal(a, b) for a, b in zip(plan, kept.plan[1:]))):
+            return None
+        if not kept.ended and kept.end is None and kept is not self._live:
+            return None  # its final state was not saved and the shadow has moved on
+        kept.used = True
+        margins = {s: v[1:] for s, v in kept.margins.items()}
+        keys, mon, ended = kept.keys[1:], kept.monitor, kept.ended
         if not ended:
+            rec = self.shadow.recorder
+            if kept is not self._live:
+                self.shadow.set_state(kept.end)
+            rec.start(record=False)
             try:
                 rec.step(plan[-1])
             except ValueError:
                 ended = True
             else:
-                w.rows += 1
-                for s, m in w.monitor.push_row(rec.row(w.rows)).items():
+                for s, m in mon.push_row(rec.row(0)).items():
                     margins[s].append(m)
-                states.append(self.shadow.get_state())
-        self.window = _Window(plan, margins, states, w.monitor, w.rows, ended)
-        self.reused += 1
-        return Prediction({s: list(v) or [math.inf] for s, v in margins.items()})
+                keys.append(self.shadow.get_state(objects=False))
+        return _Run(plan, margins, keys, mon, ended)
+
+    def _run(self, plan: list[np.ndarray], kept: _Run | None,
+             floor: float | None = None) -> tuple[_Run, bool]:
+        """``plan``'s prediction, extended from ``kept`` when possible, else simulated
+        afresh; and whether it was extended. Afterwards the shadow holds its final state."""
+        if self.cfg.reuse:
+            run = self._extend(kept, plan)
+            if run is not None:
+                self._live = run
+                return run, True
+        if self._keep_kept:
+            self._save(kept)
+        run = self._fresh(plan, floor)
+        self._live = run
+        return run, False
 
     def _plan(self, action: np.ndarray) -> list[np.ndarray]:
         chunk = getattr(self.policy, "action_chunk", None)
@@ -334,49 +404,107 @@ class Shield:
                 out.append(("open", np.append(np.zeros_like(arm), -1.0)))
         return out
 
-    def act(self, obs: dict[str, Any]) -> np.ndarray:
-        self._catch_up()
-        action = np.asarray(self.policy.act(obs), dtype=float)
-        t, self.t = self.t, self.t + 1
-        if not self.monitor.clauses:
-            return action
-        plan = self._plan(action)
-        pred = self._reuse(plan) or self.predict(plan, keep=True)
+    def _take(self, run: _Run, action: np.ndarray) -> np.ndarray:
+        """Return ``action`` (``run``'s first), keeping ``run`` for the next step to extend."""
+        self.kept = run if self.cfg.reuse else None
+        self._kept_rows = self.env.recorder.n_steps
+        self._taken = action
+        return action
+
+    def _warn(self, t: int, pred: Prediction) -> dict[str, float]:
+        """Record the warnings of step ``t``'s prediction; returns its worst margins."""
         worst = pred.worst()
-        now = self.log.margins[-1]
+        now = self.log.margins[t]
         for s, k in pred.first_below(0.0).items():
             if now[s] < 0:  # already violated now: a warning forecasts an onset
                 continue
             self.log.warnings.append({"step": t, "spec": s, "lead": k,
                                       "predicted": _finite(worst[s])})
-        if self.cfg.mode != "filter":
+        return worst
+
+    def _resolve(self) -> None:
+        """``monitor``: step t's prediction, once the episode has taken step t. The monitor
+        never changes the action, so the episode's own step is exactly the shadow's first
+        predicted step (restore then step is the uninterrupted step, bit for bit) and its
+        recorded row is the first predicted row: the shadow starts from the episode's next
+        state and predicts the other H - 1 rows, one simulator step fewer per prediction.
+        (The episode's step may also freeze a mover that the shadow's would not: the
+        prediction then sees it frozen, as the episode will be.) Without that step (the
+        episode ended before it) the prediction is made from where the episode is."""
+        (t, plan), self._pending = self._pending, None
+        self._state = None
+        if self.env.recorder.n_steps != t + 2:
+            run, extended = self._run(plan, self._usable_kept(plan[0]))
+            self.reused += extended
+            self._warn(t, run.prediction())
+            self._take(run, plan[0])
+            return
+        kept = self._usable_kept(plan[0])
+        first = self.log.margins[t + 1]
+        rest: dict[str, list[float]] = {s: [] for s in first}
+        run = None
+        if len(plan) > 1:
+            run, extended = self._run(plan[1:], kept)
+            self.reused += extended
+            rest = run.margins
+        self._warn(t, Prediction({s: [m, *rest[s]] for s, m in first.items()}))
+        if run is not None:
+            self._take(run, plan[1])
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        self._catch_up()
+        if self._pending is not None:
+            self._resolve()
+        action = np.asarray(self.policy.act(obs), dtype=float)
+        t, self.t = self.t, self.t + 1
+        if not self.monitor.clauses:
             return action
+        plan = self._plan(action)
+        if self.cfg.mode == "monitor":
+            self._pending = (t, plan)  # predicted after the episode's step (_resolve)
+            return action
+        self._state = None
+        kept = self._usable_kept(self._taken)
+        # the kept prediction is a filter candidate's: the policy's plan will rarely continue
+        # it, but the same candidate may be asked for again, so its end is saved before the
+        # policy's plan is simulated
+        self._keep_kept = kept is not None and kept.candidate
+        run, extended = self._run(plan, kept)
+        self.reused += extended
+        worst = self._warn(t, run.prediction())
         unsafe = sorted(s for s in self.guarded if worst[s] < self.cfg.margin)
         if not unsafe:
-            return action
+            return self._take(run, action)
         # closest first: the first candidate predicted safe is the answer, so the rest are
         # never simulated; with none safe, the one with the largest worst margin is taken
         ranked = sorted(self.candidates(action),
                         key=lambda nc: float(np.linalg.norm(nc[1] - action)))
         best = None
         for name, cand in ranked:
-            pw = self.predict([cand] * self.cfg.horizon,
-                              floor=None if best is None else best[3]).worst()
+            if best is not None:
+                self._save(best[0])  # the fallback so far, before the shadow moves on
+            crun, extended = self._run([cand] * self.cfg.horizon, kept,
+                                       floor=None if best is None else best[3])
+            self.reused_candidates += extended
+            pw = crun.prediction().worst()
             w = min((pw[s] for s in self.guarded), default=math.inf)
-            if best is None or w > best[3]:
-                best = (None, name, cand, w)
+            if best is None or w > best[3] or w >= self.cfg.margin:
+                best = (crun, name, cand, w)
             if w >= self.cfg.margin:
-                best = (None, name, cand, w)
                 break
-        _, name, cand, w = best
+        crun, name, cand, w = best
+        crun.candidate = True
         self.log.interventions.append({"step": t, "specs": unsafe, "candidate": name,
                                        "safe": bool(w >= self.cfg.margin),
                                        "predicted": _finite(w)})
-        return cand
+        return self._take(crun, cand)
 
     def finish(self) -> dict[str, Any]:
-        """The shield's record, after the episode (catches up on the last rows)."""
+        """The shield's record, after the episode (catches up on the last rows and makes the
+        last step's prediction, in ``monitor``)."""
         self._catch_up()
+        if self._pending is not None:
+            self._resolve()
         return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, **self.log.to_json()}
 
 

@@ -9,15 +9,14 @@ episode end the robustness equals :class:`~robosafe.safety.score.Scorer`'s bit f
 
 How a step's signals are derived without re-deriving the episode: every causal signal of
 ``signals.derive_columns`` at step t depends only on step 0 (reference poses, the initial
-contact set), step t itself, and two pieces of carried state, so the offline derivation is run
-on a two-row episode ``[step 0', step t]`` -- the same code, hence the same floating-point
-results -- where
-
-* step 0' is step 0 with its contacts replaced by the pairs still "resting" (in contact since
-  step 0 without a break): the static initial-contact filter then drops exactly the pairs the
-  whole-episode filter drops at t;
-* grasp slip (relative to the start of the current grip segment) is computed here from the
-  segment's base, with the kernel's arithmetic.
+contact set), step t itself, and two pieces of carried state -- which step-0 contact pairs are
+still resting (in contact since step 0 without a break: the static initial-contact filter) and
+the base of the current grip segment (grasp slip). The monitor keeps step 0's references and
+that state, and computes only the signals its specs read, each with the offline kernels'
+per-step code (``signals.max_displacement``, ``tilt_cos``, ``rotation_cos_half``,
+``max_torque_ratio``, and ``row_contact_peaks`` built on the offline contact kernel's
+accumulation) and numpy's own ``arccos`` / ``degrees`` where the offline derivation applies
+them: the same floating-point operations in the same order, hence the same numbers.
 
 Not monitored online (named in :attr:`OnlineMonitor.skipped`): specs over signals that look
 into the future (central differences and rolling means: EE speed / acceleration / jerk, target
@@ -32,10 +31,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from robosafe.errors import SpecError
+from robosafe.errors import SpecError, TraceError
 from robosafe.safety.registry import Spec
 from robosafe.safety.score import Scorer, _Task
-from robosafe.safety.signals import _target_columns, derive_columns, episode_columns
+from robosafe.safety.signals import (
+    TRANSPORT_LIFT_M,
+    _static,
+    max_displacement,
+    max_torque_ratio,
+    rotation_cos_half,
+    row_contact_peaks,
+    tilt_cos,
+)
 from robosafe.safety.stl import (
     Always,
     And,
@@ -52,17 +59,31 @@ from robosafe.safety.stl import (
 from robosafe.trace.episode import Episode
 from robosafe.trace.validate import header_of
 
-__all__ = ["NONCAUSAL_SIGNALS", "OnlineMonitor", "episode_rows", "monitorable"]
+__all__ = ["CAUSAL_SIGNALS", "NONCAUSAL_SIGNALS", "OnlineMonitor", "episode_rows",
+           "monitorable"]
 
 NONCAUSAL_SIGNALS = frozenset({"eef_speed", "eef_acc", "eef_jerk", "target_speed",
                                "release_speed"})
 """Derived signals whose value at t uses steps after t (signals.py: central differences of a
 centred rolling mean), so no monitor can know them at t."""
 
+CONTACT_SIGNALS = ("max_contact_force", "arm_furniture_force", "target_furniture_force",
+                   "self_collision_count", "arm_furniture_contact")
+"""The per-step contact values, in the order of signals._contact_peaks' output rows."""
+
+CAUSAL_SIGNALS = frozenset({*CONTACT_SIGNALS, "non_target_disp_max", "target_lift_m",
+                            "held_object_tilt_deg", "held_object_rotation_deg",
+                            "gripper_contact", "gripper_contact_flag", "grasp_slip_m",
+                            "transport", "joint_torque_ratio"})
+"""The derived signals the online monitor computes step by step (every other signal of
+``signals.derive_columns`` is in :data:`NONCAUSAL_SIGNALS`)."""
+
+_IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])  # offline fill for an unrecorded target orientation
+
 
 def episode_rows(ep: Episode, rows: list[int]) -> Episode:
-    """The episode restricted to ``rows`` (in that order), unvalidated: the two-row input of
-    the monitor's derivation. Contacts are re-based so each kept row keeps its own contacts."""
+    """The episode restricted to ``rows`` (in that order), unvalidated: one row of an episode
+    as the monitor's input. Contacts are re-based so each kept row keeps its own contacts."""
     idx = np.asarray(rows, dtype=np.int64)
 
     def take(a: np.ndarray | None) -> np.ndarray | None:
@@ -74,33 +95,12 @@ def episode_rows(ep: Episode, rows: list[int]) -> Episode:
         parts = [np.arange(ptr[r], ptr[r + 1]) for r in rows]
         sel = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         extra = {"contact_ptr": np.concatenate([[0], np.cumsum([p.size for p in parts])]),
-                     "contact_a": ep.contact_a[sel], "contact_b": ep.contact_b[sel],
-                     "contact_force_n": ep.contact_force_n[sel]}
+                 "contact_a": ep.contact_a[sel], "contact_b": ep.contact_b[sel],
+                 "contact_force_n": ep.contact_force_n[sel]}
     return replace(ep, t=np.arange(idx.size, dtype=np.int64), eef_pos_m=take(ep.eef_pos_m),
                    body_pos_m=take(ep.body_pos_m), body_quat_wxyz=take(ep.body_quat_wxyz),
                    joint_torque_nm=take(ep.joint_torque_nm),
                    gripper_contact=take(ep.gripper_contact), cost=take(ep.cost), **extra)
-
-
-def _concat(first: Episode, row: Episode) -> Episode:
-    """Two one-row episodes as one two-row episode (same names and header)."""
-    def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None or b is None else np.concatenate([a, b])
-
-    extra: dict = {}
-    if first.contact_ptr is not None:
-        n0 = int(first.contact_ptr[1])
-        extra = {"contact_ptr": np.array([0, n0, n0 + int(row.contact_ptr[1])]),
-                 "contact_a": cat(first.contact_a, row.contact_a),
-                 "contact_b": cat(first.contact_b, row.contact_b),
-                 "contact_force_n": cat(first.contact_force_n, row.contact_force_n)}
-    return replace(first, t=np.arange(2, dtype=np.int64),
-                   eef_pos_m=cat(first.eef_pos_m, row.eef_pos_m),
-                   body_pos_m=cat(first.body_pos_m, row.body_pos_m),
-                   body_quat_wxyz=cat(first.body_quat_wxyz, row.body_quat_wxyz),
-                   joint_torque_nm=cat(first.joint_torque_nm, row.joint_torque_nm),
-                   gripper_contact=cat(first.gripper_contact, row.gripper_contact),
-                   cost=cat(first.cost, row.cost), **extra)
 
 
 def monitorable(spec: Spec) -> bool:
@@ -117,6 +117,9 @@ def _monitorable(spec: Spec) -> str | None:
     future = sorted(spec.formula.signals & NONCAUSAL_SIGNALS)
     if future:
         return f"reads {', '.join(future)}, which uses later steps"
+    unknown = sorted(spec.formula.signals - CAUSAL_SIGNALS)
+    if unknown:
+        return f"reads {', '.join(unknown)}, which robosafe does not derive"
     return None
 
 
@@ -157,12 +160,36 @@ def _margin(node, values: dict[str, float], spec: Spec) -> float:
     raise TypeError(f"not a temporal-free STL node: {node!r}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Clause:
     spec: Spec
     inner: Formula
     always: bool
-    value: float
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the monitored specs read, fixed for the episode: which signal groups to derive
+    and the task's index data (signals._static), torque limits and transport rule."""
+
+    needs: frozenset[str]
+    contacts: bool
+    roles: np.ndarray        # (W,) role code of each contact name
+    bystander: np.ndarray    # (B,) which body_pos_m slots are bystanders
+    target: int              # body_pos_m slot of the target (-1: not recorded)
+    target_quat: int         # body_quat_wxyz slot of the target (-1: not recorded)
+    limits: np.ndarray | None
+    lift_only: bool          # the transport gate is the lift alone (no gripper_contact)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """Step 0's values that later steps are compared with (x(0) of Table 19)."""
+
+    pos: np.ndarray | None    # (B, 3) body positions
+    quat: np.ndarray          # (4,) target orientation (identity when not recorded)
+    target_z: float
+    initial: np.ndarray       # (K,) keys lo * W + hi of the pairs in contact at step 0
 
 
 @dataclass
@@ -171,16 +198,21 @@ class OnlineMonitor:
 
     Build it with :meth:`for_episode` from any episode of the task (only its header, task and
     meta are read: the active specs are resolved exactly as the offline scorer does), then call
-    :meth:`push` with the growing episode after each recorded row.
+    :meth:`push` with the growing episode after each recorded row, or :meth:`push_row` with
+    each row.
     """
 
     task: _Task
     clauses: list[_Clause]
     skipped: dict[str, str] = field(default_factory=dict)
     """Active specs not monitored online, with the reason."""
+    plan: _Plan | None = None
+    rho: list[float] = field(default_factory=list)
+    """Running robustness of each clause (min of its margins for G, max for F)."""
     n: int = 0
-    _first: Episode | None = None
-    _resting: set[tuple[int, int]] = field(default_factory=set)
+    _ref: _Reference | None = None
+    _alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Which of step 0's contact pairs have stayed in contact since (still resting)."""
     _prev_grip: bool = False
     _slip_base: float = 0.0
 
@@ -196,9 +228,9 @@ class OnlineMonitor:
                 continue
             root = spec.formula.root
             always = isinstance(root, Always)
-            clauses.append(_Clause(spec, Formula(spec.stl, root.arg), always,
-                                   math.inf if always else -math.inf))
-        return cls(task, clauses, skipped)
+            clauses.append(_Clause(spec, Formula(spec.stl, root.arg), always))
+        return cls(task, clauses, skipped, _plan(task, clauses),
+                   [math.inf if c.always else -math.inf for c in clauses])
 
     @property
     def spec_ids(self) -> list[str]:
@@ -207,48 +239,74 @@ class OnlineMonitor:
     def copy(self) -> OnlineMonitor:
         """An independent monitor in the same state (for predicting ahead without touching
         this one)."""
-        return replace(self, clauses=[replace(c) for c in self.clauses],
-                       _resting=set(self._resting))
+        return replace(self, rho=list(self.rho), _alive=self._alive.copy())
 
-    def step_values(self, row: Episode) -> dict[str, float]:
-        """Derived signal values of ``row`` (a one-row episode: the next step, ``self.n``),
-        given the rows pushed so far. Reads the carried state without changing it."""
-        t = self.n
-        if t == 0:
-            mini = row
-        else:
-            first = self._first
-            if first.contact_ptr is not None:
-                # Step 0' keeps only the still-resting pairs (see the module docstring).
-                a, b = first.contact_a, first.contact_b
-                keep = np.array([(min(x, y), max(x, y)) in self._resting
-                                 for x, y in zip(a.tolist(), b.tolist())], dtype=bool)
-                first = replace(first, contact_a=a[keep], contact_b=b[keep],
-                                contact_force_n=first.contact_force_n[keep],
-                                contact_ptr=np.array([0, int(keep.sum())]))
-            mini = _concat(first, row)
-        task = self.task
-        chunk = derive_columns(np.array([mini.n_steps], dtype=np.int64),
-                               np.array([mini.dt]), [task.header], [task.limits],
-                               [task.availability], episode_columns([mini]))
-        values = {k: float(v[-1]) for k, v in chunk.values.items()}
-        values["grasp_slip_m"] = self._slip(row)
+    def _step_values(self, row: Episode) -> dict[str, float]:
+        """The signal values the monitored specs read at ``row`` (a one-row episode: the next
+        step, ``self.n``), given the rows pushed so far; advances the carried state (resting
+        contacts, grip segment) past ``row``."""
+        p, n = self.plan, self.n
+        if n == 0:
+            self._ref = _reference(p, row)
+            self._alive = np.ones(self._ref.initial.size, dtype=bool)
+        ref, need = self._ref, p.needs
+        values: dict[str, float] = {}
+        if p.contacts:
+            if n == 0:  # every pair of step 0 is resting: nothing counts
+                values.update(dict.fromkeys(CONTACT_SIGNALS, 0.0))
+            else:
+                values.update(self._contacts(row))
+        tz = 0.0
+        if p.target >= 0 and row.body_pos_m is not None:
+            tz = float(row.body_pos_m[0, p.target, 2])
+        if "non_target_disp_max" in need:
+            values["non_target_disp_max"] = (
+                0.0 if row.body_pos_m is None else
+                max_displacement(_f64(row.body_pos_m[0]), ref.pos, p.bystander))
+        grip = bool(row.gripper_contact is not None and row.gripper_contact[0])
+        values["gripper_contact"] = values["gripper_contact_flag"] = float(grip)
+        lift = tz - ref.target_z
+        values["target_lift_m"] = lift
+        lifted = lift > TRANSPORT_LIFT_M
+        values["transport"] = float(lifted if p.lift_only else grip and lifted)
+        if "held_object_tilt_deg" in need or "held_object_rotation_deg" in need:
+            q = self._quat(row)
+            # numpy's arccos and degrees, as the offline derivation applies them
+            values["held_object_tilt_deg"] = float(np.degrees(np.arccos(
+                tilt_cos(q, ref.quat))))
+            values["held_object_rotation_deg"] = float(np.degrees(2 * np.arccos(
+                rotation_cos_half(q, ref.quat))))
+        if "joint_torque_ratio" in need and p.limits is not None:
+            values["joint_torque_ratio"] = max_torque_ratio(_f64(row.joint_torque_nm[0]),
+                                                            p.limits)
+        if "grasp_slip_m" in need:
+            values["grasp_slip_m"] = self._slip(row, grip, tz)
         return values
 
-    def _slip(self, row: Episode) -> float:
-        """grasp_slip_m with signals._grasp_slip's arithmetic and the carried segment base."""
-        if row.gripper_contact is None or not row.gripper_contact[0]:
-            return 0.0
-        rel = self._rel(row)
-        base = rel if self.n == 0 or not self._prev_grip else self._slip_base
-        return rel - base
+    def _contacts(self, row: Episode) -> dict[str, float]:
+        """The five contact values of a row after step 0 (signals._contact_peaks' per step)."""
+        peaks = row_contact_peaks(row.contact_a, row.contact_b, _f64(row.contact_force_n),
+                                  self.plan.roles, self._ref.initial, self._alive)
+        if peaks[0, 0] < 0:
+            raise TraceError("contact body index outside the contact names",
+                             field=f"steps[{self.n}].contacts")
+        return dict(zip(CONTACT_SIGNALS, peaks[:, 0].tolist()))
 
-    def _rel(self, row: Episode) -> float:
-        """z_tgt - z_ee of a row, as signals.derive_columns reads them (0 when unrecorded)."""
-        ti = _target_columns(self.task.header)[0]
-        tz = 0.0 if row.body_pos_m is None or ti is None else float(row.body_pos_m[0, ti, 2])
+    def _quat(self, row: Episode) -> np.ndarray:
+        qi = self.plan.target_quat
+        if qi < 0 or row.body_quat_wxyz is None:
+            return _IDENTITY
+        return _f64(row.body_quat_wxyz[0, qi])
+
+    def _slip(self, row: Episode, grip: bool, tz: float) -> float:
+        """grasp_slip_m with signals._grasp_slip's arithmetic and the carried segment base
+        (updated here: the next row's segment starts after this one)."""
         ez = 0.0 if row.eef_pos_m is None else float(row.eef_pos_m[0, 2])
-        return tz - ez
+        rel = tz - ez
+        if grip and (self.n == 0 or not self._prev_grip):
+            self._slip_base = rel
+        self._prev_grip = grip
+        return rel - self._slip_base if grip else 0.0
 
     def margins(self, values: dict[str, float]) -> dict[str, float]:
         """Per-step margin of every monitored clause given a step's signal values (a scalar
@@ -259,12 +317,11 @@ class OnlineMonitor:
     def push_row(self, row: Episode) -> dict[str, float]:
         """Account for the next step (a one-row episode); returns its per-step margins. The
         running robustness is :meth:`current`."""
-        values = self.step_values(row)
-        margins = self.margins(values)
-        for c in self.clauses:
-            m = margins[c.spec.spec_id]
-            c.value = min(c.value, m) if c.always else max(c.value, m)
-        self._advance(row)
+        margins = self.margins(self._step_values(row))
+        rho = self.rho
+        for i, (c, m) in enumerate(zip(self.clauses, margins.values())):
+            rho[i] = min(rho[i], m) if c.always else max(rho[i], m)
+        self.n += 1
         return margins
 
     def push(self, ep: Episode) -> dict[str, float]:
@@ -272,24 +329,46 @@ class OnlineMonitor:
         self.push_row(episode_rows(ep, [self.n]))
         return self.current()
 
-    def _advance(self, row: Episode) -> None:
-        if self.n == 0:
-            self._first = row
-        if row.contact_ptr is not None:
-            pairs = {(min(x, y), max(x, y)) for x, y in zip(row.contact_a.tolist(),
-                                                             row.contact_b.tolist())}
-            self._resting = pairs if self.n == 0 else self._resting & pairs
-        grip = bool(row.gripper_contact is not None and row.gripper_contact[0])
-        if grip and (self.n == 0 or not self._prev_grip):
-            self._slip_base = self._rel(row)
-        self._prev_grip = grip
-        self.n += 1
-
     def current(self) -> dict[str, float]:
-        return {c.spec.spec_id: c.value for c in self.clauses}
+        return {c.spec.spec_id: v for c, v in zip(self.clauses, self.rho)}
 
     def final(self) -> dict[str, float]:
         """Episode robustness as the offline scorer reports it: a gated clause that never fired
         (+inf) is reported as |threshold| (score.Scorer._score)."""
-        return {c.spec.spec_id: (abs(c.spec.threshold) if math.isinf(c.value) and c.value > 0
-                                 else c.value) for c in self.clauses}
+        return {c.spec.spec_id: (abs(c.spec.threshold) if math.isinf(v) and v > 0 else v)
+                for c, v in zip(self.clauses, self.rho)}
+
+
+def _plan(task: _Task, clauses: list[_Clause]) -> _Plan:
+    needs = frozenset().union(*(c.inner.signals for c in clauses))
+    st = _static(task.header)
+    has = task.availability[0]
+    limits = (np.asarray(task.limits, dtype=np.float64)
+              if "joint_torque_signal" in has else None)
+    return _Plan(needs, bool(needs & set(CONTACT_SIGNALS)) and task.header.contact_names
+                 is not None, st.contact_roles, st.bystander, st.target, st.target_quat,
+                 limits, "lift_gate" in has)
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    """``a`` as float64 (no copy when it already is): the offline kernels cast their inputs
+    to float64 before any arithmetic, so the monitor does too."""
+    return np.asarray(a, dtype=np.float64)
+
+
+def _reference(p: _Plan, row: Episode) -> _Reference:
+    """Step 0's references, copied (the row's arrays may be a recorder's buffers)."""
+    pos = None if row.body_pos_m is None else np.array(row.body_pos_m[0], dtype=np.float64)
+    quat = (_IDENTITY if p.target_quat < 0 or row.body_quat_wxyz is None
+            else np.array(row.body_quat_wxyz[0, p.target_quat], dtype=np.float64))
+    tz = 0.0 if pos is None or p.target < 0 else float(pos[p.target, 2])
+    initial = np.zeros(0, dtype=np.int64)
+    if row.contact_ptr is not None and row.contact_a.size:
+        w = max(1, p.roles.size)
+        a, b = row.contact_a.astype(np.int64), row.contact_b.astype(np.int64)
+        if min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= p.roles.size:
+            raise TraceError("contact body index outside the contact names",
+                             field="steps[0].contacts")
+        keys = np.minimum(a, b) * w + np.maximum(a, b)
+        initial = np.array(list(dict.fromkeys(keys.tolist())), dtype=np.int64)
+    return _Reference(pos, quat, tz, initial)

@@ -108,19 +108,58 @@ def _contact_peaks(offsets, counts, a, b, force, roles):  # pragma: no cover - c
             for j in range(k, stop):
                 if alive[min(a[j], b[j]) * width + max(a[j], b[j])]:
                     continue
-                ra, rb, f = roles[e, a[j]], roles[e, b[j]], force[j]
-                out[0, s] = max(out[0, s], f)
-                if (ra == _ROBOT and rb == _FURNITURE) or (ra == _FURNITURE and rb == _ROBOT):
-                    out[1, s] = max(out[1, s], f)
-                    out[4, s] = 1.0
-                elif (ra == _TARGET and rb == _FURNITURE) or (ra == _FURNITURE
-                                                              and rb == _TARGET):
-                    out[2, s] = max(out[2, s], f)
-                elif ra == _ROBOT and rb == _ROBOT:
-                    out[3, s] += 1.0
+                _peak(out, s, roles[e, a[j]], roles[e, b[j]], force[j])
             k = stop
         for i in range(n_init):
             alive[initial[i]] = False
+    return out
+
+
+@njit(cache=True)
+def _peak(out, s, ra, rb, f):  # pragma: no cover - compiled
+    """Account for one kept contact (roles ``ra``, ``rb``, force ``f``) in column ``s`` of
+    :func:`_contact_peaks`' output; shared with the online monitor's per-row kernel
+    (robosafe.safety.online), so both compute the same numbers."""
+    out[0, s] = max(out[0, s], f)
+    if (ra == _ROBOT and rb == _FURNITURE) or (ra == _FURNITURE and rb == _ROBOT):
+        out[1, s] = max(out[1, s], f)
+        out[4, s] = 1.0
+    elif (ra == _TARGET and rb == _FURNITURE) or (ra == _FURNITURE and rb == _TARGET):
+        out[2, s] = max(out[2, s], f)
+    elif ra == _ROBOT and rb == _ROBOT:
+        out[3, s] += 1.0
+
+
+@njit(cache=True)
+def row_contact_peaks(a, b, force, roles, initial, alive) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`_contact_peaks` for one step after step 0: ``initial`` are the pair keys
+    (lo * W + hi) in contact at step 0 and ``alive`` which of them have stayed in contact
+    since (updated in place with this step's contacts, as the offline kernel does before it
+    filters them). Returns the five per-step values of :func:`_contact_peaks`, shape (5, 1).
+    A body index outside the W contact names gives all -1 (the caller's error)."""
+    width = roles.shape[0]
+    out = np.zeros((5, 1))
+    for j in range(a.shape[0]):
+        if min(a[j], b[j]) < 0 or max(a[j], b[j]) >= width:
+            out[:] = -1.0
+            return out
+    for i in range(initial.shape[0]):
+        if alive[i]:
+            seen = False
+            for j in range(a.shape[0]):
+                if min(a[j], b[j]) * width + max(a[j], b[j]) == initial[i]:
+                    seen = True
+                    break
+            alive[i] = seen
+    for j in range(a.shape[0]):
+        key = min(a[j], b[j]) * width + max(a[j], b[j])
+        resting = False
+        for i in range(initial.shape[0]):
+            if alive[i] and initial[i] == key:
+                resting = True
+                break
+        if not resting:
+            _peak(out, 0, roles[a[j]], roles[b[j]], force[j])
     return out
 
 
@@ -130,15 +169,22 @@ def _displacement(offsets, pos, bystander):  # pragma: no cover - compiled
     for e in range(offsets.shape[0] - 1):
         s0 = offsets[e]
         for s in range(s0, offsets[e + 1]):
-            m = 0.0
-            for j in range(pos.shape[1]):
-                if bystander[e, j]:
-                    dx = pos[s, j, 0] - pos[s0, j, 0]
-                    dy = pos[s, j, 1] - pos[s0, j, 1]
-                    dz = pos[s, j, 2] - pos[s0, j, 2]
-                    m = max(m, np.sqrt(dx * dx + dy * dy + dz * dz))
-            out[s] = m
+            out[s] = max_displacement(pos[s], pos[s0], bystander[e])
     return out
+
+
+@njit(cache=True)
+def max_displacement(p, p0, bystander) -> float:  # pragma: no cover - compiled
+    """max_i ||p_i - p0_i||_2 over the bystander slots of two (B, 3) position rows (one step of
+    :func:`_displacement`; the online monitor calls it per row)."""
+    m = 0.0
+    for j in range(p.shape[0]):
+        if bystander[j]:
+            dx = p[j, 0] - p0[j, 0]
+            dy = p[j, 1] - p0[j, 1]
+            dz = p[j, 2] - p0[j, 2]
+            m = max(m, np.sqrt(dx * dx + dy * dy + dz * dz))
+    return m
 
 
 @njit(cache=True)
@@ -156,11 +202,18 @@ def _tilt_cos(offsets, quat):  # pragma: no cover - compiled
     for e in range(offsets.shape[0] - 1):
         if offsets[e] == offsets[e + 1]:
             continue
-        fx, fy, fz = _unit_z(quat[offsets[e]])
         for s in range(offsets[e], offsets[e + 1]):
-            bx, by, bz = _unit_z(quat[s])
-            out[s] = min(max(bx * fx + by * fy + bz * fz, -1.0), 1.0)
+            out[s] = tilt_cos(quat[s], quat[offsets[e]])
     return out
+
+
+@njit(cache=True)
+def tilt_cos(q, q0) -> float:  # pragma: no cover - compiled
+    """cos of the angle between the body z axes of two wxyz quaternions, clipped to [-1, 1]
+    (one step of :func:`_tilt_cos`; the online monitor calls it per row)."""
+    fx, fy, fz = _unit_z(q0)
+    bx, by, bz = _unit_z(q)
+    return min(max(bx * fx + by * fy + bz * fz, -1.0), 1.0)
 
 
 @njit(cache=True)
@@ -221,11 +274,18 @@ def _torque_ratio(offsets, torque, limits):  # pragma: no cover - compiled
     out = np.empty(torque.shape[0])
     for e in range(offsets.shape[0] - 1):
         for s in range(offsets[e], offsets[e + 1]):
-            m = abs(torque[s, 0]) / limits[e, 0]
-            for j in range(1, torque.shape[1]):
-                m = max(m, abs(torque[s, j]) / limits[e, j])
-            out[s] = m
+            out[s] = max_torque_ratio(torque[s], limits[e])
     return out
+
+
+@njit(cache=True)
+def max_torque_ratio(tau, limits) -> float:  # pragma: no cover - compiled
+    """max_j |tau_j| / limits_j of one step (:func:`_torque_ratio`'s; the online monitor
+    calls it per row)."""
+    m = abs(tau[0]) / limits[0]
+    for j in range(1, tau.shape[0]):
+        m = max(m, abs(tau[j]) / limits[j])
+    return m
 
 
 @njit(cache=True)
@@ -303,12 +363,20 @@ def _rotation_cos_half(offsets, quat):  # pragma: no cover - compiled
     for e in range(offsets.shape[0] - 1):
         s0 = offsets[e]
         for s in range(s0, offsets[e + 1]):
-            d = 0.0
-            for k in range(4):
-                d += quat[s0, k] * quat[s, k]
-            n = np.sqrt((quat[s0] ** 2).sum() * (quat[s] ** 2).sum())
-            out[s] = min(1.0, abs(d) / n)
+            out[s] = rotation_cos_half(quat[s], quat[s0])
     return out
+
+
+@njit(cache=True)
+def rotation_cos_half(q, q0) -> float:  # pragma: no cover - compiled
+    """|q0 . q| / (|q0| |q|), at most 1: the cosine of half the rotation between two wxyz
+    quaternions (one step of :func:`_rotation_cos_half`; the online monitor calls it per
+    row)."""
+    d = 0.0
+    for k in range(4):
+        d += q0[k] * q[k]
+    n = np.sqrt((q0 ** 2).sum() * (q ** 2).sum())
+    return min(1.0, abs(d) / n)
 
 
 def rotation_deg(quat_wxyz: np.ndarray, layout: Layout) -> np.ndarray:
