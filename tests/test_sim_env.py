@@ -123,11 +123,11 @@ def test_initial_state_round_trips_through_a_plain_array(car_env, tmp_path):
     car_env.reset(seed=5)
     path = tmp_path / "state.npy"
     car_env.world.save_state(path)
-    saved = car_env.get_state()
+    saved = car_env.world.get_state()
     car_env.reset(seed=6)
-    assert not np.array_equal(car_env.get_state(), saved)
+    assert not np.array_equal(car_env.world.get_state(), saved)
     car_env.world.load_state(path)
-    np.testing.assert_array_equal(car_env.get_state(), saved)
+    np.testing.assert_array_equal(car_env.world.get_state(), saved)
     np.load(path, allow_pickle=False)  # plain array, no pickle
     bad = tmp_path / "bad.npy"
     np.save(bad, np.zeros(3))
