@@ -1,7 +1,8 @@
 """`robosafe grounding generate` throughput: frames per second and a 60-episode projection.
 
-One step writes 4 views x (RGB JPEG + depth PNG) = 8 frames and renders 13 images (RGB, depth
-and segmentation per view, plus the overhead camera for topdown.mp4). Measured, in one run:
+One step writes 4 views x (RGB JPEG + depth PNG) = 8 frames and renders 9 images (RGB and a
+depth pass per view, whose colour buffer is read as the segmentation for visibility.json, plus
+the overhead camera for topdown.mp4). Measured, in one run:
 
 * physics only: :func:`robosafe.grounding.simgen.simulate` (poses, ``mj_forward``, contact
   labels, camera poses), no rendering or writing;
@@ -9,12 +10,17 @@ and segmentation per view, plus the overhead camera for topdown.mp4). Measured, 
 * robosafe: the full generator as shipped (shadows and reflections off, the Spot mesh model),
   at the default 128 px and at 64 px, and with the primitive robot at 128 px.
 
+``--passes`` measures only that saving: the shipped generator against one that renders the
+segmentation in a pass of its own (13 images per step, as before), alternated ``--repeats``
+times; both write the same files.
+
 The projection multiplies the measured seconds per step by 60 episodes x the mean episode
 length of the measured episodes (the length depends on when the seeded human collision
 happens). The GL backend is whatever :func:`robosafe.sim.render.ensure_gl_backend` picks (EGL
 first: a GPU's when there is one, Mesa's software renderer otherwise).
 
 Run:  python benchmarks/bench_grounding_generate.py [--episodes 2] [--max-steps 150]
+      [--size 128] [--passes [--repeats 2]]
 """
 
 from __future__ import annotations
@@ -27,7 +33,20 @@ from dataclasses import replace
 
 import numpy as np
 
+from robosafe.grounding import simgen
 from robosafe.grounding.simgen import GenerateConfig, episode_plan, generate, simulate
+
+
+class SegmentationPass(simgen.Renders):
+    """The generator's renders before the depth pass doubled as the segmentation: a third
+    render per view and step, the segmentation, read through mujoco.Renderer."""
+
+    def _drawn_geoms(self) -> np.ndarray:
+        r = self.renderer
+        r.enable_segmentation_rendering()
+        seg = r.render()
+        r.disable_segmentation_rendering()
+        return seg[..., 0][seg[..., 1] == int(self.ep.mujoco.mjtObj.mjOBJ_GEOM)]
 
 
 def physics_only(config: GenerateConfig) -> tuple[float, int]:
@@ -39,11 +58,31 @@ def physics_only(config: GenerateConfig) -> tuple[float, int]:
     return time.perf_counter() - t0, steps
 
 
-def full(config: GenerateConfig) -> tuple[float, int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        summary = generate(tmp, config)
-        return time.perf_counter() - t0, summary.steps
+def full(config: GenerateConfig, renders: type[simgen.Renders] = simgen.Renders
+         ) -> tuple[float, int]:
+    shipped = simgen.Renders
+    simgen.Renders = renders
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            summary = generate(tmp, config)
+            return time.perf_counter() - t0, summary.steps
+    finally:
+        simgen.Renders = shipped
+
+
+def passes(config: GenerateConfig, repeats: int) -> None:
+    """Shipped renders against a separate segmentation pass, alternated."""
+    secs: dict[str, list[float]] = {"separate segmentation pass": [], "shipped": []}
+    for _ in range(repeats):
+        for name, renders in (("separate segmentation pass", SegmentationPass),
+                              ("shipped", simgen.Renders)):
+            s, steps = full(config, renders)
+            secs[name].append(s)
+            print(f"{name:30s} {steps / s:8.2f} steps/s ({steps} steps in {s:.1f} s)",
+                  flush=True)
+    before, now = (sum(v) for v in secs.values())
+    print(f"shipped / separate segmentation pass, total time: {now / before:.2f}x")
 
 
 def main() -> None:
@@ -51,18 +90,28 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--passes", action="store_true",
+                    help="Only the shipped renders against a separate segmentation pass.")
+    ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    base = GenerateConfig(episodes=args.episodes, max_steps=args.max_steps, seed=args.seed)
+    base = GenerateConfig(episodes=args.episodes, max_steps=args.max_steps, seed=args.seed,
+                          image_size=args.size)
     print(f"{args.episodes} episodes, <= {args.max_steps} steps each, seed {args.seed}, "
-          f"MUJOCO_GL={os.environ.get('MUJOCO_GL', '(auto)')}, {os.cpu_count()} CPUs")
+          f"{args.size} px, MUJOCO_GL={os.environ.get('MUJOCO_GL', '(auto)')}, "
+          f"{os.cpu_count()} CPUs")
+    if args.passes:
+        passes(base, args.repeats)
+        return
     secs, steps = physics_only(base)
     print(f"{'physics only (no rendering)':44s} {steps / secs:8.1f} steps/s")
     default_len = GenerateConfig().max_steps
-    rows = [("baseline: shadows+reflections on, 128 px", replace(base, shadows=True)),
-            ("robosafe: shadows+reflections off, 128 px", base),
+    px = f"{args.size} px"
+    rows = [(f"baseline: shadows+reflections on, {px}", replace(base, shadows=True)),
+            (f"robosafe: shadows+reflections off, {px}", base),
             ("robosafe: shadows+reflections off, 64 px", replace(base, image_size=64)),
-            ("primitive robot: shadows+reflections off, 128 px", replace(base,
-                                                                     robot="primitive"))]
+            (f"primitive robot: shadows+reflections off, {px}", replace(base,
+                                                                      robot="primitive"))]
     rate = {}
     for name, config in rows:
         secs, steps = full(config)
@@ -75,7 +124,7 @@ def main() -> None:
               f"{60 * mean_len / r / 60:.1f} min; at the {default_len}-step cap: "
               f"<= {60 * default_len / r / 3600:.2f} h")
     b, o = rate[rows[0][0]], rate[rows[1][0]]
-    print(f"speed-up of the shipped render flags over the baseline at 128 px: {o / b:.2f}x")
+    print(f"speed-up of the shipped render flags over the baseline at {px}: {o / b:.2f}x")
 
 
 if __name__ == "__main__":

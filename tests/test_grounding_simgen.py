@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 from conftest import run_robosafe as run
+from typer.testing import CliRunner
 
 pytest.importorskip("mujoco")
 pytest.importorskip("av")
@@ -18,6 +19,16 @@ from robosafe.grounding.simgen import DT, GenerateConfig, episode_plan, simulate
 pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
 
 CONFIG = GenerateConfig(episodes=8, seed=1, max_steps=300, image_size=16)
+
+
+def run_here(*args: str):
+    """The CLI in this process, for refusals of options or directories: what those tests check
+    is the one error line, the exit status and what is (not) written, none of which needs a
+    fresh interpreter. `generate` still runs as a real subprocess in the `generated` fixture
+    and in test_generate_checks_size_before_creating_anything."""
+    from robosafe.cli import app
+
+    return CliRunner().invoke(app, list(args))
 
 
 def _min_distance(ep, geoms_a, geoms_b) -> float:
@@ -90,11 +101,17 @@ def test_rearrangement_with_a_held_object_simulates():
     assert any(c is not None for c in ep.plan.carried[:record.n_steps])
 
 
+# The smallest `generate` found whose clips have all three labels in both tasks (a scene
+# collision needs a social_navigation episode with room for a bump before its human collision:
+# none at 200 steps over seeds 0-15): 352 steps, a third of the 4 x 300 once used. Rendering is
+# nearly all of its time.
+GENERATED = ("--episodes", "2", "--seed", "9", "--size", "16", "--max-steps", "250")
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     root = tmp_path_factory.mktemp("gen") / "data"
-    proc = run("grounding", "generate", "-o", str(root), "--episodes", "4", "--seed", "1",
-               "--size", "16", "--max-steps", "300", "--json")
+    proc = run("grounding", "generate", "-o", str(root), *GENERATED, "--json")
     assert proc.returncode == 0, proc.stderr
     return root, json.loads(proc.stdout)
 
@@ -102,7 +119,7 @@ def generated(tmp_path_factory):
 def test_generated_dataset_is_indexed_sampled_and_scored(generated):
     root, summary = generated
     idx = index_dataset(root, deep=True, on_error=lambda e: pytest.fail(str(e)))
-    assert len(idx) == 4 and idx.total_steps == summary["steps"]
+    assert len(idx) == 2 and idx.total_steps == summary["steps"]
     assert sum(e.did_collide_human for e in idx.episodes) == summary["human_collision_episodes"]
     ep_dir = root / idx.episodes[0].episode_dir
     vis = json.loads((ep_dir / "visibility.json").read_text())
@@ -132,9 +149,10 @@ def test_generated_dataset_is_indexed_sampled_and_scored(generated):
 
 def test_generate_rejects_bad_options_in_one_line(tmp_path):
     for args, match in ((("--task", "cooking"), "--task 'cooking'"), (("--size", "33"), "even")):
-        proc = run("grounding", "generate", "-o", str(tmp_path / "x"), *args)
-        assert proc.returncode == 2 and match in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1
+        res = run_here("grounding", "generate", "-o", str(tmp_path / "x"), *args)
+        assert res.exit_code == 2 and match in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "x").exists()
 
 
 def test_ask_end_to_end_against_a_real_openai_compatible_server(generated, tmp_path):
@@ -232,23 +250,61 @@ def test_an_image_larger_than_mujocos_default_buffer_renders():
     assert rgb.shape == (642, 642, 3) and depth.shape == (642, 642)
 
 
+def test_visibility_from_the_depth_pass_is_the_segmentation_passes():
+    """Renders reads the geoms a frame shows from the colour buffer of its depth pass (one
+    render less per view and step); mujoco's own segmentation pass of the same frame shows the
+    same geoms, and the written visibility is what that pass says. Over these frames the human
+    and the robot are each seen in some and unseen in others."""
+    import mujoco
+
+    from robosafe.grounding.simgen import Renders
+    from robosafe.sim.render import ensure_gl_backend
+
+    ensure_gl_backend()
+    config = GenerateConfig(episodes=1, max_steps=40, image_size=32, robot="primitive")
+    ht, task, sid, eid = episode_plan(config)[0]
+    record, ep = simulate(np.random.default_rng([0, 0]), human_type=ht, sim_task=task,
+                          scene_id=sid, episode_id=eid, config=config)
+    frames = Renders(ep, 32)
+    r = frames.renderer
+    seen = []
+    try:
+        for view in VIEWS:
+            for t in range(0, record.n_steps, 4):
+                frames(view, t)
+                got = sorted(frames._drawn_geoms().tolist())
+                r.enable_segmentation_rendering()
+                seg = r.render()
+                r.disable_segmentation_rendering()
+                want = np.unique(seg[..., 0][seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM)])
+                assert got == want.tolist(), (view, t)
+                human, robot = np.isin(want, ep.human_geoms).any(), \
+                    np.isin(want, ep.robot_geoms).any()
+                assert (frames.human_visible[view][t], frames.robot_visible[view][t]) == \
+                    (human, robot), (view, t)
+                seen.append((human, robot))
+    finally:
+        frames.close()
+    assert {h for h, _ in seen} == {True, False}
+    assert {b for _, b in seen} == {True, False}
+
+
 def test_generate_never_writes_into_a_used_directory(generated, tmp_path):
     root, summary = generated
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
-    proc = run("grounding", "generate", "-o", str(root), "--episodes", "1", "--size", "16",
-               "--max-steps", "10", "--robot", "primitive")
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+    res = run_here("grounding", "generate", "-o", str(root), "--episodes", "1", "--size", "16",
+                   "--max-steps", "10", "--robot", "primitive")
+    assert res.exit_code == 2 and res.stderr.strip().splitlines() == [
         (f"robosafe: error: {root}: holds a dataset; choose a new directory (generate writes "
         "only into an empty one, or continues its own interrupted run with the same "
         "settings)")]
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
-    assert len(index_dataset(root)) == summary["episodes"] == 4
+    assert len(index_dataset(root)) == summary["episodes"] == 2
     other = tmp_path / "notes"
     other.mkdir()
     (other / "a.txt").write_text("mine")
-    proc = run("grounding", "generate", "-o", str(other), "--episodes", "1", "--size", "16")
-    assert proc.returncode == 2 and f"{other}: is not empty; choose a new directory" in \
-        proc.stderr
+    res = run_here("grounding", "generate", "-o", str(other), "--episodes", "1", "--size", "16")
+    assert res.exit_code == 2 and f"{other}: is not empty; choose a new directory" in res.stderr
     assert [p.name for p in other.iterdir()] == ["a.txt"]
 
 

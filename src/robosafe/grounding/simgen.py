@@ -807,8 +807,9 @@ def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_
 
 
 class Renders:
-    """Frame source for :func:`write_episode`: restores each step and renders RGB, depth and a
-    segmentation image (for visibility) with one scene update."""
+    """Frame source for :func:`write_episode`: restores each step and, with one scene update
+    per view, renders RGB and a depth pass whose colour buffer is read as the segmentation
+    (for visibility): two renders per view and step, not three."""
 
     def __init__(self, ep: Episode, size: int, shadows: bool = False):
         import mujoco
@@ -817,6 +818,7 @@ class Renders:
         vis = ep.model.vis.global_  # the offscreen buffer must hold the image (default 640)
         vis.offwidth, vis.offheight = max(vis.offwidth, size), max(vis.offheight, size)
         self.renderer = mujoco.Renderer(ep.model, size, size)
+        self._rect = mujoco.MjrRect(0, 0, size, size)
         n = len(ep.qpos)
         self.human_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
         self.robot_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
@@ -832,20 +834,34 @@ class Renders:
         self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = self.shadows
 
     def __call__(self, view: str, t: int) -> tuple[np.ndarray, np.ndarray]:
-        mj = self.ep.mujoco
         self._scene(t, _CAM[view])
         r = self.renderer
         rgb = r.render().copy()
         r.enable_depth_rendering()
         depth = r.render().copy()
         r.disable_depth_rendering()
-        r.enable_segmentation_rendering()
-        seg = r.render()
-        r.disable_segmentation_rendering()
-        geoms = seg[..., 0][seg[..., 1] == int(mj.mjtObj.mjOBJ_GEOM)]
+        geoms = self._drawn_geoms()
         self.human_visible[view][t] = bool(np.isin(geoms, self.ep.human_geoms).any())
         self.robot_visible[view][t] = bool(np.isin(geoms, self.ep.robot_geoms).any())
         return rgb, depth
+
+    def _drawn_geoms(self) -> np.ndarray:
+        """Model geom ids seen in the last render, a depth pass. ``mujoco.Renderer`` draws
+        depth with the flags of its segmentation pass (segment colours, one colour per scene
+        geom), so the colour buffer of that same render is the segmentation image: reading it
+        saves a render per view and step (on a CPU most of generate's time) and gives the ids
+        the segmentation pass gave (tests/test_grounding_simgen.py compares the two)."""
+        mj = self.ep.mujoco
+        ids = np.empty((self.size, self.size, 3), dtype=np.uint8)
+        # the Renderer's context: public mujoco has no other handle on its framebuffer
+        mj.mjr_readPixels(ids, None, self._rect, self.renderer._mjr_context)
+        # a pixel's colour is segid + 1 in base 256 (0: background), as in the Renderer
+        seen = np.unique(ids[..., 0] | ids[..., 1].astype(np.int64) << 8
+                         | ids[..., 2].astype(np.int64) << 16)
+        scene = self.renderer.scene
+        geom_of = {g.segid + 1: g.objid for g in scene.geoms[:scene.ngeom]
+                   if g.segid != -1 and g.objtype == mj.mjtObj.mjOBJ_GEOM}
+        return np.array([geom_of[s] for s in seen.tolist() if s in geom_of], dtype=np.int64)
 
     def topdown(self, t: int) -> np.ndarray:
         self._scene(t, "overhead")
