@@ -231,6 +231,15 @@ def test_generate_checks_size_before_creating_anything(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def _primitive_episode(max_steps: int, image_size: int):
+    """The first planned episode with the primitive robot, simulated (record, episode)."""
+    config = GenerateConfig(episodes=1, max_steps=max_steps, image_size=image_size,
+                            robot="primitive")
+    ht, task, sid, eid = episode_plan(config)[0]
+    return simulate(np.random.default_rng([0, 0]), human_type=ht, sim_task=task,
+                    scene_id=sid, episode_id=eid, config=config)
+
+
 def test_an_image_larger_than_mujocos_default_buffer_renders():
     """642 px exceeds the 640 px offscreen buffer the MJCF declares; the buffer follows the
     image size."""
@@ -238,10 +247,7 @@ def test_an_image_larger_than_mujocos_default_buffer_renders():
     from robosafe.sim.render import ensure_gl_backend
 
     ensure_gl_backend()
-    config = GenerateConfig(episodes=1, max_steps=10, image_size=642, robot="primitive")
-    ht, task, sid, eid = episode_plan(config)[0]
-    _, ep = simulate(np.random.default_rng([0, 0]), human_type=ht, sim_task=task,
-                     scene_id=sid, episode_id=eid, config=config)
+    _, ep = _primitive_episode(max_steps=10, image_size=642)
     frames = Renders(ep, 642)
     try:
         rgb, depth = frames("third_human", 0)
@@ -261,10 +267,7 @@ def test_visibility_from_the_depth_pass_is_the_segmentation_passes():
     from robosafe.sim.render import ensure_gl_backend
 
     ensure_gl_backend()
-    config = GenerateConfig(episodes=1, max_steps=40, image_size=32, robot="primitive")
-    ht, task, sid, eid = episode_plan(config)[0]
-    record, ep = simulate(np.random.default_rng([0, 0]), human_type=ht, sim_task=task,
-                          scene_id=sid, episode_id=eid, config=config)
+    record, ep = _primitive_episode(max_steps=40, image_size=32)
     frames = Renders(ep, 32)
     r = frames.renderer
     seen = []
