@@ -111,6 +111,15 @@ def _find(rel: str | Path, roots: tuple[Path, ...]) -> Path | None:
     return next((r / name for r in roots if (r / name).is_file()), None)
 
 
+def _locate(rel: str | Path, roots: tuple[Path, ...]) -> Path:
+    """:func:`_find`, or one error naming the file: never a path past the folders (callers run
+    after :func:`missing_file` found every file, so this only guards that rule)."""
+    path = _find(rel, roots)
+    if path is None:
+        raise RobosafeError(f"asset file {rel} not found in {', '.join(map(str, roots))}")
+    return path
+
+
 def real_key(source: str, name: str, canonical: str) -> str | None:
     """The row a task's category ``name`` (robosafe's canonical name ``canonical``) is built
     from with ``source``, or None (a stand-in). VLA-Arena's rows are keyed by its category
@@ -207,7 +216,7 @@ def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, 
     at the collision box centre holds it (:func:`_centred_body`)."""
     file_frame = frame is not None
     rel = Path(row["xml"])
-    src = _find(rel, roots) or roots[0] / rel
+    src = _locate(rel, roots)
     try:
         tree = ET.parse(src)
     except (OSError, ET.ParseError) as exc:
@@ -226,7 +235,7 @@ def _rewrite(row: dict[str, Any], roots: tuple[Path, ...], fixed: bool, offset, 
             asset.remove(el)
         seen.add(key)
     for el, ref in refs:
-        el.set("file", str((_find(ref, roots) or roots[0] / ref).resolve()))
+        el.set("file", str(_locate(ref, roots).resolve()))
     outer = top.find("worldbody/body")
     libero_obj = outer.find("body[@name='object']")
     parts = dict(row.get("parts", {}))
@@ -389,7 +398,7 @@ def source_frame(name: str, source: str = "libero") -> tuple[np.ndarray, np.ndar
 def _source_frame(name: str, source: str, roots: tuple[Path, ...]
                   ) -> tuple[np.ndarray, np.ndarray]:
     row = _row(source, name)
-    src = _find(row["xml"], roots) or roots[0] / row["xml"]
+    src = _locate(row["xml"], roots)
     try:
         top = ET.parse(src).getroot()
     except (OSError, ET.ParseError) as exc:
