@@ -48,9 +48,9 @@ status_word() {
 }
 
 build_base() { [ -x .venv-base/bin/python ] || python3 -m venv .venv-base; \
-  .venv-base/bin/pip install -q --disable-pip-version-check . pytest; }
+  .venv-base/bin/pip install -q --disable-pip-version-check --no-compile . pytest; }
 build_sim() { [ -x .venv-sim/bin/python ] || python3 -m venv .venv-sim; \
-  .venv-sim/bin/pip install -q --disable-pip-version-check '.[sim]' pytest; }
+  .venv-sim/bin/pip install -q --disable-pip-version-check --no-compile '.[sim]' pytest; }
 
 builds=(litellm base sim libero arena lerobot)
 (

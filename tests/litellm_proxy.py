@@ -41,7 +41,7 @@ def ensure_proxy() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not exe.exists():
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", pinned_requirement()],
+            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "--no-compile", pinned_requirement()],
                            check=True, timeout=900)
     return exe
 
