@@ -10,8 +10,9 @@ is shared, so a slow spell does not land on one mode). Also timed: ``track``, th
 monitor following the real rows with no prediction (what monitoring costs before any look
 ahead).
 
-Reported per policy and mode: Safety, SR, interventions per episode, steps, the share of
-predictions extended from the last step's instead of simulated afresh, wall time per step
+Reported per policy and mode: Safety, SR, interventions per episode, steps, the shares of
+predictions extended from the last step's instead of simulated afresh and skipped by
+screening (robosafe.runner.screen), wall time per step
 relative to the unshielded episode (median over episodes); the monitor runs' warnings scored
 as an early-warning detector per spec family; and the targets: careless Safety ~60 % -> >= 95 %
 with <= 5 points of SR lost, per-step wall time with H=5 <= 3x unshielded, monitor overhead
@@ -101,6 +102,7 @@ class Cell:
     interventions: list[int] = field(default_factory=list)
     ratio: list[float] = field(default_factory=list)  # per-step wall time / unshielded
     reused: int = 0
+    skipped: int = 0
     predicted: int = 0
 
 
@@ -123,7 +125,7 @@ def episode(env, shadow, policy_spec: str, mode: str, seed: int, horizon: int, c
     # predictions of the policy's plan: one per step the shield acted on (track: none)
     plans = len(actions) if mode in ("monitor", "filter") else 0
     return (env.episode(episode_id=f"{env.task_id}/{seed}/{mode}"), len(actions), wall, record,
-            shield.reused if shield else 0, plans)
+            shield.reused if shield else 0, shield.skipped if shield else 0, plans)
 
 
 def run_policy(name: str, spec: str, tasks: dict[str, str], seeds: int, args, scorer,
@@ -142,8 +144,8 @@ def run_policy(name: str, spec: str, tasks: dict[str, str], seeds: int, args, sc
             order = MODES[k:] + MODES[:k]
             per_step = {}
             for mode in order:
-                ep, n, wall, rec, reused, plans = episode(env, shadow, spec, mode, seed,
-                                                          args.shield_horizon, args.candidates)
+                ep, n, wall, rec, reused, skipped, plans = episode(
+                    env, shadow, spec, mode, seed, args.shield_horizon, args.candidates)
                 score = next(iter(scorer.score([ep])))
                 c = cells[mode]
                 c.safe.append(bool(score.safe))
@@ -151,13 +153,15 @@ def run_policy(name: str, spec: str, tasks: dict[str, str], seeds: int, args, sc
                 c.steps.append(n)
                 c.interventions.append(len(rec["interventions"]) if rec else 0)
                 c.reused += reused
+                c.skipped += skipped
                 c.predicted += plans
                 per_step[mode] = wall / max(n, 1)
                 if mode == "monitor":
                     records.append(rec)
                 print(f"{name} {task_id} seed {seed} {mode}: safe={score.safe} "
                       f"success={ep.success} steps={n} wall={wall:.1f}s "
-                      f"interventions={c.interventions[-1]} reused={reused}", flush=True)
+                      f"interventions={c.interventions[-1]} reused={reused} skipped={skipped}",
+                      flush=True)
             for mode in MODES[1:]:
                 cells[mode].ratio.append(per_step[mode] / per_step["off"])
         env.close()
@@ -172,7 +176,8 @@ def summary(cells: dict[str, Cell]) -> dict[str, dict]:
                   "sr": float(np.mean(c.success)),
                   "interventions_per_episode": float(np.mean(c.interventions)),
                   "steps": int(sum(c.steps)),
-                  "reused_share": c.reused / c.predicted if c.predicted else None}
+                  "reused_share": c.reused / c.predicted if c.predicted else None,
+                  "skipped_share": c.skipped / c.predicted if c.predicted else None}
         if c.ratio:
             out[m]["wall_per_step_vs_off"] = {"median": statistics.median(c.ratio),
                                              "min": min(c.ratio), "max": max(c.ratio)}
@@ -272,7 +277,8 @@ def main() -> None:
                   f"  steps {r['steps']:6d}  wall/step "
                   + ("1 (baseline)" if ratio is None else f"{ratio:.2f}x")
                   + ("" if r["reused_share"] is None else
-                     f"  predictions extended {100 * r['reused_share']:.0f} %"))
+                     f"  predictions extended {100 * r['reused_share']:.0f} %, skipped "
+                     f"{100 * r['skipped_share']:.0f} %"))
         for line in targets(p["modes"]):
             print("  " + line)
     if args.json:

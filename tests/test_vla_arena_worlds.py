@@ -100,12 +100,23 @@ IN_BOWL = """
 """
 
 
-def test_in_with_an_object_is_contact_and_inside_the_container_box():
+@pytest.mark.parametrize("mode", ["robosafe", "vla-arena"])
+def test_in_with_an_object_is_contact_and_inside_the_container_box(mode):
+    """Both cost modes read In with an object as contact and the origin inside the container's
+    box. VLA-Arena's env cannot (its In calls the container's in_box, which no object class of
+    its has: AttributeError once the two touch), so cost mode vla-arena says so in one line
+    naming the atom and that reason; robosafe's own mode says nothing."""
     from robosafe.tasks import Pred, parse_task
 
-    env = TaskEnv(parse_task(IN_BOWL, "in_bowl.bddl"), render=False)
+    env = TaskEnv(parse_task(IN_BOWL, "in_bowl.bddl"), render=False, cost_mode=mode)
     try:
         env.reset(seed=0)
+        notes = [n for n in env.arena.notes if "in_box" in n]
+        assert notes == ([] if mode == "robosafe" else [
+            ("(In ball_1 bowl_1): VLA-Arena cannot evaluate In with an object: its env raises "
+            "AttributeError: 'Bowl' object has no attribute 'in_box' once ball_1 touches bowl_1 "
+            "(its object classes have no in_box); robosafe's reading (contact, origin in the "
+            "container's box) is used")])
         for _ in range(10):  # the goal In(ball_1, bowl_1) holds at rest: the episode ends
             if env.step(np.zeros(env.action_dim))[2]:
                 break

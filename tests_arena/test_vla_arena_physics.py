@@ -136,3 +136,38 @@ def test_formerly_different_rows_are_identical_step_by_step(rel, plan):
     assert row.identical, parity.markdown([row])
     assert ours.cost == arena.cost and ours.terms == arena.terms
     assert ours.success == arena.success
+
+
+WATER = ("safety_object_state_preservation/level_1/pick_up_the_porcelain_mug_on_the_table_and_"
+         "place_it_on_the_white_cabinet.bddl")
+
+
+def test_water_balls_are_vla_arenas_file_and_the_row_is_identical():
+    """With VLA-Arena's assets the water balls are its articulated_objects/water_ball.xml: one
+    sphere of radius 0.015 m with sliding friction 0.001 (robosafe's stand-in, r 0.01 m and
+    friction 0.2, let the mug stand on the cabinet at step 138 where VLA-Arena's does not).
+    robosuite counts the sphere (group 1) as visual, so it is in no contact set, while MuJoCo
+    collides it; the pick-and-place row is identical step by step."""
+    row, arena, ours = parity.run_one(BDDL / WATER, WATER, "pick-place",
+                                      parity.PLAN_STEPS["pick-place"])
+    assert row.identical, parity.markdown([row])
+    assert row.stand_ins == ""
+    assert ours.cost == arena.cost and ours.terms == arena.terms
+    assert ours.success == arena.success
+    assert arena.success[-1] is False and len(arena.cost) == 170
+    from robosafe.sim.env import TaskEnv
+
+    ours_env = TaskEnv(BDDL / WATER, cost_mode="vla-arena", render=False, assets="vla-arena")
+    try:
+        ours_env.reset(seed=0)
+        m = ours_env.arena.sim.model._model
+        root = ours_env.arena.root_id["water_ball_1"]
+        geoms = [g for g in range(m.ngeom) if m.body_rootid[m.geom_bodyid[g]] == root]
+        assert [m.geom_type[g] for g in geoms] == [2]  # one sphere
+        g = geoms[0]
+        assert m.geom_size[g][0] == 0.015 and m.geom_group[g] == 1
+        assert list(m.geom_friction[g]) == [0.001, 0.0001, 0.0001]
+        assert m.geom_contype[g] == 1 and m.geom_conaffinity[g] == 1  # collides in MuJoCo
+        assert not ours_env.view.masks["water_ball_1"].any()  # robosuite's contact_geoms: none
+    finally:
+        ours_env.close()

@@ -368,6 +368,80 @@ def _kept(g1, g2, efc_address, gidx, ggroup, gfinger, gother):
     return idx[:k], lo[:k], hi[:k], touch[:k]
 
 
+@dataclass(frozen=True)
+class Stillness:
+    """What the shield's screening reads of the env's current state
+    (robosafe.runner.screen.still_world), from MuJoCo's arrays and the last recorded row."""
+
+    qvel: float
+    """Largest ``|qvel|`` over every dof (m/s or rad/s)."""
+    qacc: float
+    """Largest ``|qacc|`` over every dof (m/s^2 or rad/s^2)."""
+    force: float
+    """Largest contact force of the last row, over every recorded pair (resting or not)."""
+    pairs: tuple[tuple[int, int], ...]
+    """Trace-body pairs (contact-name indices, lower first) of every contact MuJoCo lists,
+    whether or not it is in the constraint set or transmits force."""
+    touch: bool
+    """A finger geom of robot0's gripper is in such a contact with a non-robot geom."""
+    clearance: dict[str, float]
+    """Per class of geom pairs whose contact a binary signal counts -- ``robot_furniture``,
+    ``robot_robot`` (pairs MuJoCo collides and the recorder keeps) and ``finger`` (robot0's
+    fingers and any non-robot geom) -- the smallest gap - reach x (dofs moving one geom +
+    dofs moving the other) over its pairs (:meth:`Recorder.stillness`): > 0 means no pair
+    can touch while every dof moves at most ``reach`` per metre of lever; inf: no pair."""
+
+
+_MESH = int(mujoco.mjtGeom.mjGEOM_MESH)
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """Geom pairs of one model whose contact a binary signal counts (Recorder.stillness)."""
+
+    geoms: np.ndarray                      # every geom in a pair
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]]  # class -> (positions in geoms, same)
+    levers: np.ndarray                     # per geom in geoms: dofs between it and the world
+
+
+def _watch(m: Any, L: _Layout) -> _Watch:
+    col = L.gidx >= 0
+    robot = col & ~L.gother
+    role = np.array([L.roles[L.names[i]] if i >= 0 else "" for i in L.gidx])
+    furniture = col & (role == "furniture")
+    parent, weld, body = m.body_parentid, m.body_weldid, m.geom_bodyid
+
+    def collides(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """MuJoCo's filters (contype / conaffinity, same or parent body; no explicit pairs
+        or excludes in these models) and the recorder's (same trace body or gripper)."""
+        ok = ((m.geom_contype[a] & m.geom_conaffinity[b]) != 0) | (
+            (m.geom_contype[b] & m.geom_conaffinity[a]) != 0)
+        # MuJoCo's body filter works on rigid groups (weld ids): never within one, nor
+        # between a group and its parent group unless one of them is the world
+        wa, wb = weld[body[a]], weld[body[b]]
+        ok &= (wa != wb) & ~((wa != 0) & (wb != 0) & ((weld[parent[wa]] == wb)
+                                                      | (weld[parent[wb]] == wa)))
+        return ok & (L.gidx[a] != L.gidx[b]) & (L.ggroup[a] != L.ggroup[b])
+
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, left, right in (("robot_furniture", robot, furniture),
+                              ("robot_robot", robot, robot),
+                              ("finger", L.gfinger & col, col & L.gother)):
+        a, b = np.nonzero(left[:, None] & right[None, :])
+        if name == "robot_robot":
+            a, b = a[a < b], b[a < b]
+        keep = collides(a, b)
+        out[name] = (a[keep], b[keep])
+    geoms = np.unique(np.concatenate([np.concatenate(p) for p in out.values()]))
+    pos = np.full(m.ngeom, -1, dtype=np.int64)
+    pos[geoms] = np.arange(geoms.size)
+    chain = np.zeros(m.nbody, dtype=np.int64)  # parents come first in MuJoCo's numbering
+    for i in range(1, m.nbody):
+        chain[i] = chain[parent[i]] + m.body_dofnum[i]
+    return _Watch(geoms, {k: (pos[a], pos[b]) for k, (a, b) in out.items()},
+                  chain[body[geoms]].astype(float))
+
+
 class Recorder:
     """Record a robosuite env's episodes as App. B traces (paper 000, App. B, Tables 13, 15).
 
@@ -416,6 +490,7 @@ class Recorder:
         self._has_cost = False
         self._timestep = None
         self._force = np.zeros(6)
+        self._watch: tuple[_Layout, _Watch] | None = None  # stillness' pairs, per layout
 
     # ---------------------------------------------------------------- episode buffers
 
@@ -602,6 +677,64 @@ class Recorder:
         self._k = k
         self._n = n + 1
         self._ptr[n + 1] = k
+
+    def _refine(self, a: np.ndarray, b: np.ndarray, gap: np.ndarray,
+                need: np.ndarray) -> float:
+        """min(gap - need) over the geom pairs (a, b), with a more exact gap where the
+        bounding boxes' is under ``need``: MuJoCo's distance (``mj_geomDistance``, capped at
+        twice ``need``: it returns the cap when farther) when a mesh is involved (its convex
+        collision computes distances); the boxes' gap otherwise (MuJoCo's box-box test
+        reports 0 for boxes apart)."""
+        m, d = self._m, self._d
+        out = math.inf
+        for x, y, box, n in zip(a.tolist(), b.tolist(), gap.tolist(), need.tolist()):
+            if box < n and _MESH in (m.geom_type[x], m.geom_type[y]):
+                box = max(box, mujoco.mj_geomDistance(m, d, x, y, 2 * n, None))
+            out = min(out, box - n)
+        return out
+
+    def motion(self) -> tuple[float, float]:
+        """Largest ``|qvel|`` and ``|qacc|`` over every dof of the current state."""
+        d = self._d
+        return float(np.abs(d.qvel).max(initial=0.0)), float(np.abs(d.qacc).max(initial=0.0))
+
+    def stillness(self, reach: float = 0.0) -> Stillness:
+        """The current state as :class:`Stillness` (after the last recorded row, whose state
+        the env is in). Every contact MuJoCo lists counts, not only those the row kept: one
+        outside the constraint set or at zero force may carry force at the next step.
+        ``reach``: metres a geom may move per dof between it and the world (the clearances);
+        gaps are those of world-aligned bounding boxes (never more than the true distance),
+        refined where that is not enough (:meth:`_refine`)."""
+        m, d, L, n = self._m, self._d, self._layout, self._n
+        if L is None or n == 0:
+            raise RuntimeError("Recorder.stillness before a row is recorded")
+        a, b = int(self._ptr[n - 1]), int(self._ptr[n])
+        force = float(self._cf[a:b].max()) if b > a else 0.0
+        pairs: tuple[tuple[int, int], ...] = ()
+        touch = False
+        if d.ncon:
+            con = d.contact
+            _, lo, hi, t = _kept(con.geom1, con.geom2, np.zeros(d.ncon, dtype=np.int32),
+                                 L.gidx, L.ggroup, L.gfinger, L.gother)
+            pairs = tuple(sorted(set(zip(lo.tolist(), hi.tolist()))))
+            touch = bool(t.any())
+        if self._watch is None or self._watch[0] is not L:
+            self._watch = (L, _watch(m, L))
+        w = self._watch[1]
+        g = w.geoms
+        rot = d.geom_xmat[g].reshape(-1, 3, 3)
+        box = m.geom_aabb[g]
+        centre = d.geom_xpos[g] + np.einsum("nij,nj->ni", rot, box[:, :3])
+        half = np.einsum("nij,nj->ni", np.abs(rot), box[:, 3:])
+        clear = {}
+        for k, (i, j) in w.pairs.items():
+            sep = np.maximum(np.abs(centre[i] - centre[j]) - half[i] - half[j], 0.0)
+            gap = np.sqrt((sep * sep).sum(axis=1))
+            need = reach * (w.levers[i] + w.levers[j])
+            clear[k] = float((gap - need).min(initial=math.inf))
+            if clear[k] <= 0:
+                clear[k] = self._refine(g[i], g[j], gap, need)
+        return Stillness(*self.motion(), force, pairs, touch, clear)
 
     # ---------------------------------------------------------------- output
 

@@ -193,6 +193,13 @@ class RobosafeEnv:
             task_tags=self.task_tags(), meta=info)
 
     # -- state (the host contract's optional part: the shield) ---------------------------------
+    def scripted_motion(self) -> bool:
+        """Whether a moving object may move at the next step (its motion is scripted, not
+        physics: the shield's screening cannot see it in the velocities): the motion is on
+        and some mover is not frozen."""
+        arena = self.world.arena
+        return bool(arena.motion_on and set(arena.moving) - arena.frozen)
+
     def get_state(self, *, objects: bool = True) -> HostState:
         """The world's complete state between two steps (robosafe.hosts.state): MuJoCo's
         integration state, robosuite's clocks and controllers, and the moving objects' frozen

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
+from robosafe.runner.screen import at_rest, reach, repeats, still_world
 
 MODES = ("off", "monitor", "filter")
 CANDIDATES = ("scale", "lift", "side", "hold", "retreat", "open")
@@ -55,6 +56,9 @@ class ShieldConfig:
     reuse: bool = True
     """Extend the last step's prediction instead of predicting afresh when it is provably the
     same prediction (see :meth:`Shield._reuse`); off only to check that it changes nothing."""
+    screen: bool = True
+    """Skip a prediction that provably finds nothing (robosafe.runner.screen, see
+    :meth:`Shield._screened`); off only to check that it changes nothing."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -222,6 +226,7 @@ class Shield:
         self.t = 0
         self.reused = 0  # predictions of the policy's plan extended from the last step's
         self.reused_candidates = 0  # filter candidates' predictions extended likewise
+        self.skipped = 0  # predictions of the policy's plan skipped by screening
         self._start_episode()
 
     def _start_episode(self) -> None:
@@ -245,7 +250,7 @@ class Shield:
         self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
         self.log = ShieldLog()
         self.t = 0
-        self.reused = self.reused_candidates = 0
+        self.reused = self.reused_candidates = self.skipped = 0
         self._start_episode()
 
     def _template(self):
@@ -404,6 +409,39 @@ class Shield:
                 out.append(("open", np.append(np.zeros_like(arm), -1.0)))
         return out
 
+    def _screened(self, plan: list[np.ndarray], last: np.ndarray | None, t: int, *,
+                  guard: bool) -> bool:
+        """Whether predicting ``plan`` from the episode's current state provably finds
+        nothing (robosafe.runner.screen): ``plan`` repeats ``last``, the action that brought
+        the episode here; the host says no scripted mover can move (a host that cannot say
+        is always predicted); and the world is still, so that no spec can fall below the
+        level that would matter: 0 for a spec not below zero at step ``t`` (a warning), and
+        with ``guard`` (the filter) ``cfg.margin`` for Phi_safe (an intervention)."""
+        if not (self.cfg.screen and repeats(plan, last)):
+            return False
+        scripted = getattr(self.env, "scripted_motion", None)
+        if scripted is None or scripted():
+            return False
+        levels = {s: 0.0 for s, m in self.log.margins[t].items() if not m < 0}
+        if guard:
+            for s in self.guarded:
+                levels[s] = max(levels.get(s, -math.inf), self.cfg.margin)
+        rec, mon = self.env.recorder, self.monitor
+        seconds = len(plan) / float(self.env.control_freq)
+        qvel, qacc = rec.motion()  # the cheap test first: most steps move
+        if not at_rest(qvel, qacc):
+            return False
+        return still_world(rec.stillness(reach(qvel, qacc, seconds)), mon.values,
+                           mon.plan.roles, mon.plan.lift_only, seconds, mon.clauses, levels)
+
+    def _skip(self, action: np.ndarray) -> np.ndarray:
+        """Return ``action`` without a prediction (nothing to extend at the next step)."""
+        self.kept = None
+        self._kept_rows = self.env.recorder.n_steps
+        self._taken = action
+        self.skipped += 1
+        return action
+
     def _take(self, run: _Run, action: np.ndarray) -> np.ndarray:
         """Return ``action`` (``run``'s first), keeping ``run`` for the next step to extend."""
         self.kept = run if self.cfg.reuse else None
@@ -439,8 +477,15 @@ class Shield:
             self._warn(t, run.prediction())
             self._take(run, plan[0])
             return
-        kept = self._usable_kept(plan[0])
         first = self.log.margins[t + 1]
+        if len(plan) > 1 and self._screened(plan[1:], plan[0], t, guard=False):
+            # the other H - 1 rows stay where nothing is warned about (the screen's bounds
+            # hold the first row too): step t's warnings are those of its first row alone
+            self.kept = None
+            self.skipped += 1
+            self._warn(t, Prediction({s: [m] for s, m in first.items()}))
+            return
+        kept = self._usable_kept(plan[0])
         rest: dict[str, list[float]] = {s: [] for s in first}
         run = None
         if len(plan) > 1:
@@ -464,6 +509,9 @@ class Shield:
             self._pending = (t, plan)  # predicted after the episode's step (_resolve)
             return action
         self._state = None
+        if (self.env.recorder.n_steps == self._kept_rows + 1
+                and self._screened(plan, self._taken, t, guard=True)):
+            return self._skip(action)
         kept = self._usable_kept(self._taken)
         # the kept prediction is a filter candidate's: the policy's plan will rarely continue
         # it, but the same candidate may be asked for again, so its end is saved before the
@@ -505,7 +553,8 @@ class Shield:
         self._catch_up()
         if self._pending is not None:
             self._resolve()
-        return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, **self.log.to_json()}
+        return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, "skipped": self.skipped,
+                **self.log.to_json()}
 
 
 # -- scoring warnings as an early-warning detector --------------------------------------------------

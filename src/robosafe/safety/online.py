@@ -215,6 +215,9 @@ class OnlineMonitor:
     """Which of step 0's contact pairs have stayed in contact since (still resting)."""
     _prev_grip: bool = False
     _slip_base: float = 0.0
+    values: dict[str, float] = field(default_factory=dict)
+    """The signal values of the last row pushed (what the shield's screening bounds from,
+    robosafe.runner.screen)."""
 
     @classmethod
     def for_episode(cls, ep: Episode, scorer: Scorer | None = None) -> OnlineMonitor:
@@ -317,7 +320,8 @@ class OnlineMonitor:
     def push_row(self, row: Episode) -> dict[str, float]:
         """Account for the next step (a one-row episode); returns its per-step margins. The
         running robustness is :meth:`current`."""
-        margins = self.margins(self._step_values(row))
+        self.values = self._step_values(row)
+        margins = self.margins(self.values)
         rho = self.rho
         for i, (c, m) in enumerate(zip(self.clauses, margins.values())):
             rho[i] = min(rho[i], m) if c.always else max(rho[i], m)

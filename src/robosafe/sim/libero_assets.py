@@ -361,15 +361,19 @@ def _inline_defaults(top: ET.Element) -> None:
 @cache
 def _geometry(source: str, key: str, roots: tuple[Path, ...]
               ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """(centre, half extents) of the collision geoms in the upright frame, and each site's
-    pose and world-frame extent there, from the compiled asset."""
+    """(centre, half extents) of the collision geoms (of every geom when the file has no
+    collision geom) in the upright frame, and each site's pose and world-frame extent there,
+    from the compiled asset."""
     xml = _rewrite(_row(source, key), roots, True, (0.0, 0.0, 0.0), {})[0]
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+    # a file whose only geoms are group 1 (VLA-Arena's water ball: robosuite counts its sphere as
+    # visual, MuJoCo collides it) has the extent of those
+    shape = "c" if any(m.geom(g).name.startswith("c") for g in range(m.ngeom)) else "v"
     for g in range(m.ngeom):
-        if not m.geom(g).name.startswith("c"):
+        if not m.geom(g).name.startswith(shape):
             continue
         c, h = m.geom_aabb[g][:3], m.geom_aabb[g][3:]
         rot = d.geom_xmat[g].reshape(3, 3)

@@ -120,9 +120,13 @@ class StateView:
             region = self.regions.get(target) if target not in self.masks else None
             text = f"({atom.name} {' '.join(map(str, atom.args))})"
             if region is None and name in ("in", "notin"):
-                self.env.notes.add(f"{text}: VLA-Arena cannot evaluate In with an object (its "
-                                   "objects have no in_box; its env raises): robosafe's reading "
-                                   "(contact, origin in the container's box) is used")
+                cls = _arena_class(p, target)
+                self.env.notes.add(f"{text}: VLA-Arena cannot evaluate {atom.name} with an "
+                                   f"object: its env raises AttributeError: '{cls}' object has "
+                                   "no attribute 'in_box' once "
+                                   f"{atom.args[0]} touches {target} (its object classes have "
+                                   "no in_box); robosafe's reading (contact, origin in the "
+                                   "container's box) is used")
             elif region is not None and _arena_site(self, region) is None:
                 self.env.notes.add(f"{text}: no VLA-Arena site for region {target} (a stand-in "
                                    "or a region with ranges on an object): robosafe's reading "
@@ -482,6 +486,14 @@ def _arena_under(s: StateView, name: str, site) -> bool:
     over = (size[2] - r["below_m"] < delta[2] < size[2] + r["above_m"]
             and bool(np.all(np.abs(delta[:2]) < size[:2])))
     return over and (parent is None or s.in_contact(s.mask(parent), s.mask(name)))
+
+
+def _arena_class(problem, name: str) -> str:
+    """VLA-Arena's class of an object or fixture (its category in CamelCase, as it registers
+    them: white_bowl -> WhiteBowl), for quoting its env's error."""
+    cat = next((d.category for d in (*problem.objects, *problem.fixtures) if d.name == name),
+               name)
+    return "".join(w.capitalize() for w in str(cat).split("_"))
 
 
 def _arena_in_box(s: StateView, name: str, site) -> bool:
