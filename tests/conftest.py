@@ -77,6 +77,16 @@ def pytest_xdist_make_scheduler(config, log):
     return SpreadFiles(config, log)
 
 
+def pytest_collection_finish(session):
+    # Every test module and what it imports (torch, robosuite, scipy, ...) is loaded now: about
+    # 390 000 objects that live as long as the process. Frozen, the collector no longer scans
+    # them, so a full collection (robosuite's MjSim.free runs one at every env close) looks at
+    # what the tests create only: 0.2 s -> microseconds each, 14 % of the suite's CPU before.
+    import gc
+
+    gc.freeze()
+
+
 @pytest.fixture(scope="session")
 def cli():
     """The `run_robosafe` helper, for tests and fixtures."""
