@@ -50,6 +50,9 @@ SPREAD: dict[str, tuple[str, ...]] = {
     "test_suite_distractor.py": ("test_l0_placement_and_success",
                                  "test_l0_careful_success_rate_per_suite"),
     "test_suite_extrapolation.py": ("test_l0_placement", "test_l0_scripted_careful"),
+    # the two audits are the suite's longest tests: on one worker they would hold it 3 minutes
+    "test_probe_cli.py": ("test_shortcut_audit_end_to_end_and_resumed",
+                          "test_shortcut_audit_refuses_tasks_without_demonstrations"),
 }
 
 

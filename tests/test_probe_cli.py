@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from conftest import run_robosafe
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]  # steps MuJoCo, tens of seconds or more
+# steps MuJoCo, tens of seconds or more; its cases run on either xdist worker, but for the
+# shortcut audits sharing the demonstrations (tests/conftest.py, SPREAD)
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 pytest.importorskip("torch")
 pytest.importorskip("robosuite")
