@@ -2,7 +2,7 @@
 # Every test lane, nothing deselected (the README's test command runs this after the dev install
 # into .venv):
 #   bash scripts/ci-tests.sh
-# The main suite (tests/, three pytest-xdist workers on the two cores) runs in the foreground while the other
+# The main suite (tests/, two pytest-xdist workers) runs in the foreground while the other
 # lanes' environments build in the background, one after another: those builds are mostly pip
 # downloads and unpacking (network and disk), the suite is CPU. The LiteLLM proxy's venv
 # (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
@@ -63,14 +63,13 @@ builds=(litellm base sim libero arena lerobot)
 ) &
 builder=$!
 
-echo "======== main: .venv/bin/python -m pytest -n 3 (peer environments build meanwhile) ========"
+echo "======== main: .venv/bin/python -m pytest -n 2 (peer environments build meanwhile) ========"
 t0=$SECONDS
 # --dist loadfile keeps a file's tests on one worker, but for the files tests/conftest.py lists
-# in SPREAD (long runs of independent cases), which fill whichever worker is free. Three
-# workers on two cores: a worker waiting on a server, a lock or a subprocess's start leaves its
-# core idle, and the third fills it (the main suite alone on a quiet machine with three: 683 s,
-# the cores 0 % idle until its last minute; with two, in a whole CI run, 778 s).
-.venv/bin/python -m pytest -n 3 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
+# in SPREAD (long runs of independent cases), which fill whichever worker is free. Two workers,
+# as many as cores: the builds meanwhile fill what a worker leaves idle while it waits (three
+# workers: 683 s alone on a quiet machine, but 837 s beside the builds against 778 s with two)
+.venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
   2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
 # then the tests marked serial alone (together: every test of tests/, as a plain `pytest` runs)
