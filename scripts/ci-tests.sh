@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Every test lane, nothing deselected (the README's test command runs this after the dev install
-# into .venv):
+# Every test lane, nothing deselected, installs included (the README's test command):
 #   bash scripts/ci-tests.sh
-# The main suite (tests/, two pytest-xdist workers) runs in the foreground while the other
-# lanes' environments build in the background, one after another: those builds are mostly pip
-# downloads and unpacking (network and disk), the suite is CPU. The LiteLLM proxy's venv
-# (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
-# venv's lock). Then the tests marked serial run alone (timing-sensitive: nothing else may load
-# the machine), then the five lanes run two at a time, each as soon as its environment has
-# built: LIBERO's, the longest, beside base, sim, arena and lerobot in turn (each lane is one
-# pytest process, mostly waiting on imports and MuJoCo, so two of them fill the two cores).
+# It installs what the tests need itself: Debian's chromium (the HTML report's browser test) if
+# missing, the dev environment `.venv` (`pip install -e '.[sim,dev,probe,libero-assets]'`) and
+# one environment per lane. The chromium install and the lanes' environments start at once in
+# the background, one build after another, beside the dev install: pip installs mostly use one
+# core, so the two fill both. Then the main suite (tests/, two pytest-xdist workers) runs in
+# the foreground while the builds finish. The LiteLLM proxy's venv (tests/litellm_proxy.py)
+# builds first, since one main-suite test needs it (it waits on the venv's lock). Then the tests
+# marked serial run alone (timing-sensitive: nothing else may load the machine), then the five
+# lanes run two at a time, each as soon as its environment has built: LIBERO's, the longest,
+# beside base, sim, arena and lerobot in turn (each lane is one pytest process, mostly waiting
+# on imports and MuJoCo, so two of them fill the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
 # its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
@@ -19,7 +21,6 @@ cd "$(dirname "$0")/.."
 root=$PWD
 logs=$root/.ci-logs
 rm -rf "$logs" && mkdir -p "$logs"
-[ -x .venv/bin/python ] || { echo "ci-tests: no .venv (install the dev environment first)" >&2; exit 2; }
 ci_t0=$SECONDS
 
 # name, command... : run one part with its output in $logs/name.log, its status and seconds in
@@ -52,9 +53,17 @@ build_base() { [ -x .venv-base/bin/python ] || python3 -m venv .venv-base; \
 build_sim() { [ -x .venv-sim/bin/python ] || python3 -m venv .venv-sim; \
   .venv-sim/bin/pip install -q --disable-pip-version-check --no-compile '.[sim]' pytest; }
 
+install_chromium() { command -v chromium >/dev/null || \
+  { apt-get update -qq && apt-get install -y -qq chromium; }; }
+install_dev() { [ -x .venv/bin/python ] || python3 -m venv .venv; \
+  .venv/bin/pip install -q --disable-pip-version-check --no-compile \
+    -e '.[sim,dev,probe,libero-assets]'; }
+
+part install-chromium install_chromium &
+chromium=$!
 builds=(litellm base sim libero arena lerobot)
 (
-  part build-litellm .venv/bin/python tests/litellm_proxy.py
+  part build-litellm python3 tests/litellm_proxy.py
   part build-base build_base
   part build-sim build_sim
   part build-libero bash scripts/libero-env.sh .venv-libero
@@ -62,6 +71,17 @@ builds=(litellm base sim libero arena lerobot)
   part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
 ) &
 builder=$!
+
+part install-dev install_dev
+show install-dev
+wait "$chromium"
+show install-chromium
+read -r dev_rc _ <"$logs/install-dev.status"
+if [ "$dev_rc" != 0 ]; then
+  wait "$builder"
+  echo "ci-tests: the dev environment did not install: no test can run" >&2
+  exit 1
+fi
 
 echo "======== main: .venv/bin/python -m pytest -n 2 (peer environments build meanwhile) ========"
 t0=$SECONDS
@@ -108,7 +128,7 @@ for l in "${lanes[@]}"; do show "$l"; done
 echo
 echo "======== summary ========"
 failed=()
-for p in "${builds[@]/#/build-}" main serial "${lanes[@]}"; do
+for p in install-chromium install-dev "${builds[@]/#/build-}" main serial "${lanes[@]}"; do
   printf '%-14s %s\n' "$p" "$(status_word "$p")"
   read -r rc _ <"$logs/$p.status"
   [ "$rc" = 0 ] || failed+=("$p")
