@@ -1,0 +1,93 @@
+"""tests/cli_fork.py: a forked `python -m robosafe` gives what a fresh interpreter gives.
+
+Each case runs the same command both ways (forked from the preloaded parent, and as a plain
+subprocess) and compares exit status, stdout and stderr, or the files it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cli_fork
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = ROOT / "src/robosafe/tasks/suites/hazard_avoidance/L0/l0_lemon_plate_candle.bddl"
+
+pytestmark = pytest.mark.skipif(not cli_fork.forked({**os.environ}),
+                                reason="commands are not forked here (ROBOSAFE_TEST_NO_FORK)")
+
+
+def _plain(args, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "robosafe", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env or {**os.environ}, check=False,
+                          timeout=300)
+
+
+def _forked(args, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return cli_fork.run(list(args), cwd, env or {**os.environ}, timeout=300)
+
+
+@pytest.mark.parametrize("args", [
+    ["stats", "wilson", "3", "10"],
+    ["stats", "wilson", "3", "10", "--json"],
+    ["scroe"],  # unknown command: one line, exit 2
+    ["stats", "cutoffs", "--tasks", "3"],  # a missing option: exit 2
+    ["score", "--help"],  # the usage line names `python -m robosafe`
+])
+def test_output_and_status_are_a_fresh_interpreters(args):
+    a, b = _forked(args), _plain(args)
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+    assert a.args == b.args
+
+
+def test_environment_and_working_directory_are_the_commands(tmp_path):
+    env = {**os.environ, "COLUMNS": "61"}  # the help text wraps at COLUMNS
+    a, b = _forked(["stats", "--help"], env=env), _plain(["stats", "--help"], env=env)
+    assert a.stdout == b.stdout and max(map(len, a.stdout.splitlines())) <= 61
+    # a relative path is the command's working directory's
+    for name, runner in (("forked", _forked), ("plain", _plain)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "t.bddl").write_text(TASK.read_text().replace("\n", "\n\n"))
+        proc = runner(["tasks", "fmt", "--write", "--drop-comments", "t.bddl"], cwd=tmp_path / name)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "forked" / "t.bddl").read_text() == \
+        (tmp_path / "plain" / "t.bddl").read_text() != TASK.read_text().replace("\n", "\n\n")
+
+
+def test_a_start_up_variable_that_differs_runs_a_plain_subprocess():
+    assert cli_fork.forked({**os.environ})
+    assert not cli_fork.forked({**os.environ, "PYTHONHASHSEED": "7"})
+    other = "POSIX" if os.environ.get("LC_ALL") == "C" else "C"
+    assert not cli_fork.forked({**os.environ, "LC_ALL": other})
+    # MUJOCO_GL is read when robosafe.sim and MuJoCo are imported, which the command does itself
+    assert cli_fork.forked({**os.environ, "MUJOCO_GL": "osmesa"})
+    assert not any(m.split(".")[0] in ("robosafe", "mujoco", "robosuite", "torch")
+                   for m in cli_fork.PRELOAD)
+
+
+def test_timeout_kills_the_command(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli_fork.run(["serve-policy", "scripted-careful", "--port", "0"], tmp_path,
+                     {**os.environ}, timeout=3)
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (3, 3), (256 + 2, 2),
+                                              ("a message", 1)])
+def test_exit_status_is_the_interpreters(code, status):
+    assert cli_fork._exit_status(code) == status
+    if isinstance(code, str):  # the interpreter prints a non-integer code on stderr
+        proc = subprocess.run([sys.executable, "-c", f"raise SystemExit({code!r})"],
+                              capture_output=True, text=True, check=False)
+        assert (proc.returncode, proc.stderr.strip()) == (status, code)
+    else:
+        proc = subprocess.run([sys.executable, "-c", f"raise SystemExit({code!r})"],
+                              check=False)
+        assert proc.returncode == status
+
