@@ -137,10 +137,17 @@ def _become_command(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     np.random.seed()  # a fresh interpreter seeds numpy's legacy global state from the OS
-    sys.path[0] = os.getcwd()  # as `python -m` puts the working directory first
-    sys.argv = ["-m", *request["args"]]  # runpy sets argv[0] to robosafe/__main__.py
+    script = request.get("script")
     code = 0
     try:
+        if script:  # the `robosafe` console script: its directory first, `robosafe.cli:main`
+            sys.path[0] = os.path.dirname(script)
+            sys.argv = [script, *request["args"]]
+            from robosafe.cli import main
+
+            sys.exit(main())
+        sys.path[0] = os.getcwd()  # as `python -m` puts the working directory first
+        sys.argv = ["-m", *request["args"]]  # runpy sets argv[0] to robosafe/__main__.py
         runpy.run_module("robosafe", run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = _exit_status(exc.code)
@@ -195,33 +202,38 @@ class _Parent:
     def run(self, args: list[str], cwd: str, env: dict[str, str],
             timeout: float) -> tuple[int, bytes, bytes]:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, \
                 open(os.devnull, "rb") as null:
-            conn.connect(self.path)
             stdin = 0 if _usable_fd(0) else null.fileno()
-            socket.send_fds(conn, [json.dumps({"args": args, "cwd": cwd, "env": env}).encode()],
-                            [stdin, out.fileno(), err.fileno()])
-            buf = bytearray()
-            pid = _recv_json(conn, buf)["pid"]
-            conn.settimeout(timeout)
-            try:
-                done = _recv_json(conn, buf)
-            except TimeoutError:
-                os.kill(pid, 9)
-                raise subprocess.TimeoutExpired([sys.executable, "-m", "robosafe", *args],
-                                                timeout) from None
-            if done is None:
-                raise RuntimeError("cli_fork: the parent's handler ended without a status")
+            code = _request(self.path, {"args": args, "cwd": cwd, "env": env},
+                            [stdin, out.fileno(), err.fileno()], timeout)
             out.seek(0)
             err.seek(0)
-            return done["returncode"], out.read(), err.read()
+            return code, out.read(), err.read()
 
     def close(self) -> None:
+        import shutil
+
         self.proc.kill()
         self.proc.wait()
-        for name in os.listdir(self.dir):
-            os.unlink(os.path.join(self.dir, name))
-        os.rmdir(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _request(path: str, request: dict, fds: list[int], timeout: float | None) -> int:
+    """Have the parent at `path` run `request` on these standard streams; its exit status."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        buf = bytearray()
+        pid = _recv_json(conn, buf)["pid"]
+        conn.settimeout(timeout)
+        try:
+            done = _recv_json(conn, buf)
+        except TimeoutError:
+            os.kill(pid, 9)
+            raise subprocess.TimeoutExpired(request["args"], timeout) from None
+        if done is None:
+            raise RuntimeError("cli_fork: the parent's handler ended without a status")
+        return done["returncode"]
 
 
 def _usable_fd(fd: int) -> bool:
@@ -265,6 +277,45 @@ def run(args: list[str], cwd: str | Path | None, env: dict[str, str],
                               env=env, check=False)
     code, out, err = _parent.run(args, os.path.abspath(cwd or os.getcwd()), env, timeout)
     return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
+
+
+SOCKET_VAR = "ROBOSAFE_TEST_FORK_SOCKET"
+
+
+def shell_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a shell command whose `robosafe` this test process' parent forks as the console
+    script would run (on the shell's own streams): a `robosafe` in the parent's own temporary
+    folder goes first on PATH. `env` itself when commands with it are not forked."""
+    if not forked(env):
+        return env
+    shim = Path(_parent.dir) / "bin" / "robosafe"
+    if not shim.exists():
+        shim.parent.mkdir()
+        real = Path(sys.executable).parent / "robosafe"
+        # -S: no site-packages to scan; this file needs only the standard library
+        shim.write_text(f"#!{sys.executable} -S\n"
+                        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                        f"import cli_fork\ncli_fork.script({str(real)!r})\n")
+        shim.chmod(0o755)
+    return {**env, "PATH": f"{shim.parent}{os.pathsep}{env.get('PATH', '')}",
+            SOCKET_VAR: _parent.path}
+
+
+def script(real: str) -> None:
+    """The `robosafe` a shell command runs: forked by the test process' parent."""
+    env = dict(os.environ)
+    path = env.pop(SOCKET_VAR)
+    # the command's PATH is the user's: without this folder
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p != os.path.dirname(sys.argv[0]))
+    code = _request(path, {"args": sys.argv[1:], "cwd": os.getcwd(), "env": env,
+                           "script": real}, [0, 1, 2], None)
+    if code < 0:
+        import signal
+
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,25 @@ def test_exit_status_is_the_interpreters(code, status):
                               check=False)
         assert proc.returncode == status
 
+
+
+def test_a_shell_commands_robosafe_is_the_console_scripts(tmp_path):
+    """Through cli_fork.shell_env, `robosafe` in a shell command is forked, on the shell's own
+    streams (here a redirection into a file), with the console script's name in its messages."""
+    real = Path(sys.executable).parent / "robosafe"
+    command = ("robosafe stats wilson 3 10 > out.txt; robosafe stats wilson 3 10 --json >> out.txt;"
+               " command -v robosafe; robosafe scroe; echo status $?")
+    base = {**os.environ, "PATH": f"{real.parent}{os.pathsep}{os.environ['PATH']}"}
+    procs = {}
+    for name, env in (("forked", cli_fork.shell_env(base)), ("plain", base)):
+        (tmp_path / name).mkdir()
+        procs[name] = subprocess.run(["bash", "-c", command], cwd=tmp_path / name, env=env,
+                                     capture_output=True, text=True, check=False, timeout=300)
+    a, b = procs["forked"], procs["plain"]
+    assert a.stdout.splitlines()[0] != str(real)  # the forked one's robosafe is the stand-in
+    assert b.stdout.splitlines()[0] == str(real)
+    assert a.stdout.splitlines()[1:] == b.stdout.splitlines()[1:] == ["status 2"]
+    assert a.stderr == b.stderr and "robosafe: error: No such command 'scroe'" in a.stderr
+    assert "(see robosafe --help)" in a.stderr  # the console script's name, not python -m's
+    assert (tmp_path / "forked" / "out.txt").read_text() == \
+        (tmp_path / "plain" / "out.txt").read_text() != ""

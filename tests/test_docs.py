@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import cli_fork
 import numpy as np
 import pytest
 import typer
@@ -266,6 +267,8 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     # a fixed width: rich sizes its tables by the terminal, which differs between runners
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "COLUMNS": "160"}
+    # its `robosafe` is forked from tests/cli_fork.py's preloaded parent, as run_robosafe's are
+    env = cli_fork.shell_env(env)
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert "Traceback" not in proc.stderr, proc.stderr
