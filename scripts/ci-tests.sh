@@ -3,15 +3,16 @@
 #   bash scripts/ci-tests.sh
 # It installs what the tests need itself: Debian's chromium (the HTML report's browser test) if
 # missing, the dev environment `.venv` (`pip install -e '.[sim,dev,probe,libero-assets]'`) and
-# one environment per lane. The chromium install and the lanes' environments start at once in
-# the background, one build after another, beside the dev install: pip installs mostly use one
-# core, so the two fill both. Then the main suite (tests/, two pytest-xdist workers) runs in
-# the foreground while the builds finish. The LiteLLM proxy's venv (tests/litellm_proxy.py)
-# builds first, since one main-suite test needs it (it waits on the venv's lock). Then the tests
-# marked serial run alone (timing-sensitive: nothing else may load the machine), then the five
-# lanes run two at a time, each as soon as its environment has built: LIBERO's, the longest,
-# beside base, sim, arena and lerobot in turn (each lane is one pytest process, mostly waiting
-# on imports and MuJoCo, so two of them fill the two cores).
+# one environment per lane. The chromium install and the first lanes' environments start at
+# once in the background, one build after another, beside the dev install: pip installs mostly
+# use one core, so the two fill both. Then the main suite (tests/, two pytest-xdist workers)
+# runs in the foreground while those builds finish. The LiteLLM proxy's venv
+# (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
+# venv's lock). Then the tests marked serial run with no other test process (timing-sensitive),
+# while VLA-Arena's and lerobot's environments build, then the five lanes run two at a time,
+# each as soon as its environment has built: LIBERO's, the longest, beside base, sim, arena and
+# lerobot in turn (each lane is one pytest process, mostly waiting on imports and MuJoCo, so two
+# of them fill the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
 # its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
@@ -67,8 +68,6 @@ builds=(litellm base sim libero arena lerobot)
   part build-base build_base
   part build-sim build_sim
   part build-libero bash scripts/libero-env.sh .venv-libero
-  part build-arena bash scripts/vla-arena-env.sh .venv-arena
-  part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
 ) &
 builder=$!
 
@@ -92,8 +91,23 @@ t0=$SECONDS
 .venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
   2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
-# then the tests marked serial alone (together: every test of tests/, as a plain `pytest` runs)
-part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml"
+# VLA-Arena's and lerobot's environments build while the serial tests run: those mostly wait on
+# Ray's processes (a third of the two cores idle), and pip's unpacking is no test worker beside
+# them (measured: the serial tests passed in 83 and 88 s beside both builds, 88 s alone in CI,
+# and the builds finished with them); beside the main suite the builds took its CPU instead
+(
+  part build-arena bash scripts/vla-arena-env.sh .venv-arena
+  part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
+) &
+late_builder=$!
+# then the tests marked serial, with no other test process (together with main: every test of
+# tests/, as a plain `pytest` runs)
+# Only the files of tests/ that name the mark are collected, which saves importing every test
+# module again (8 s -> 1 s): a test is marked in its own file (pytestmark, a decorator or
+# pytest.param), so these are a superset of the files holding serial tests
+mapfile -t serial_files < <(grep -lw serial tests/test_*.py)
+part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml" \
+  "${serial_files[@]}"
 show serial
 
 lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once it has built
@@ -118,7 +132,7 @@ lane sim .venv-sim tests_sim
 lane arena .venv-arena tests_arena MUJOCO_GL=egl
 lane lerobot .venv-lerobot tests_lerobot
 wait "$libero"
-wait "$builder"
+wait "$builder" "$late_builder"
 for b in "${builds[@]}"; do
   read -r rc _ <"$logs/build-$b.status"
   [ "$rc" = 0 ] || show "build-$b"

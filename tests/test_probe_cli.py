@@ -43,7 +43,7 @@ def _count(rows, task=None):
 def demos(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demos") / "ds"
     proc = cli("collect", "--suite", "demo", "--task-id", TASK, "-n", "2", "--seeds", "100-101",
-               "--images", "--out", str(out), "--horizon", "200")
+               "--images", "--out", str(out), "--horizon", "170")
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -51,7 +51,7 @@ def demos(tmp_path_factory) -> Path:
 def test_shortcut_audit_end_to_end_and_resumed(demos, tmp_path):
     out = tmp_path / "sc"
     args = ("audit", "shortcut", "--demos", str(demos), "--suite", "demo", "--task-id", TASK,
-            "-n", "1", "--steps", "40", "--checkpoints", "2", "--horizon", "200",
+            "-n", "1", "--steps", "40", "--checkpoints", "2", "--horizon", "170",
             "--out", str(out), "--json")
     proc = cli(*args)
     assert proc.returncode == 0, proc.stderr
@@ -106,7 +106,7 @@ def test_data_source_audit_end_to_end(tmp_path):
     out = tmp_path / "ds"
     other = "place_lemon_in_bowl"
     proc = cli("audit", "data-source", "--suite", "demo", "--task-id", TASK, "--task-id", other,
-               "-n", "2", "--demos-per-seed", "1", "--steps", "10", "--horizon", "200",
+               "-n", "2", "--demos-per-seed", "1", "--steps", "10", "--horizon", "170",
                "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
