@@ -136,6 +136,7 @@ def _become_command(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # the parent's (from its TMPDIR) is cached; the command reads its own
     np.random.seed()  # a fresh interpreter seeds numpy's legacy global state from the OS
     script = request.get("script")
     code = 0
@@ -147,8 +148,8 @@ def _become_command(request: dict, fds: list[int]) -> None:
 
             sys.exit(main())
         sys.path[0] = os.getcwd()  # as `python -m` puts the working directory first
-        sys.argv = ["-m", *request["args"]]  # runpy sets argv[0] to robosafe/__main__.py
-        runpy.run_module("robosafe", run_name="__main__", alter_sys=True)
+        sys.argv = ["-m", *request["args"]]  # runpy sets argv[0] to the module's file
+        runpy.run_module(request.get("module", "robosafe"), run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = _exit_status(exc.code)
     except KeyboardInterrupt:
@@ -199,12 +200,12 @@ class _Parent:
     def usable(self, env: dict[str, str]) -> bool:
         return self.proc.poll() is None and _startup_env(env) == _startup_env(START_ENV)
 
-    def run(self, args: list[str], cwd: str, env: dict[str, str],
-            timeout: float) -> tuple[int, bytes, bytes]:
+    def run(self, args: list[str], cwd: str, env: dict[str, str], timeout: float,
+            module: str = "robosafe") -> tuple[int, bytes, bytes]:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
                 open(os.devnull, "rb") as null:
             stdin = 0 if _usable_fd(0) else null.fileno()
-            code = _request(self.path, {"args": args, "cwd": cwd, "env": env},
+            code = _request(self.path, {"args": args, "cwd": cwd, "env": env, "module": module},
                             [stdin, out.fileno(), err.fileno()], timeout)
             out.seek(0)
             err.seek(0)
@@ -268,14 +269,16 @@ def forked(env: dict[str, str]) -> bool:
     return _parent.usable(env)
 
 
-def run(args: list[str], cwd: str | Path | None, env: dict[str, str],
-        timeout: float) -> subprocess.CompletedProcess:
-    """`python -m robosafe ARGS` with text output captured, as `subprocess.run` returns it."""
-    argv = [sys.executable, "-m", "robosafe", *args]
+def run(args: list[str], cwd: str | Path | None, env: dict[str, str], timeout: float,
+        module: str = "robosafe") -> subprocess.CompletedProcess:
+    """`python -m robosafe ARGS` with text output captured, as `subprocess.run` returns it
+    (another `module` only in tests/test_cli_fork.py, to look inside a forked command)."""
+    argv = [sys.executable, "-m", module, *args]
     if not forked(env):
         return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=timeout,
                               env=env, check=False)
-    code, out, err = _parent.run(args, os.path.abspath(cwd or os.getcwd()), env, timeout)
+    code, out, err = _parent.run(args, os.path.abspath(cwd or os.getcwd()), env, timeout,
+                                 module)
     return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
 
 

@@ -6,6 +6,7 @@ subprocess) and compares exit status, stdout and stderr, or the files it wrote.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -113,3 +114,42 @@ def test_a_shell_commands_robosafe_is_the_console_scripts(tmp_path):
     assert "(see robosafe --help)" in a.stderr  # the console script's name, not python -m's
     assert (tmp_path / "forked" / "out.txt").read_text() == \
         (tmp_path / "plain" / "out.txt").read_text() != ""
+
+
+LOOK = """
+import json, os, sys, tempfile
+import numpy as np
+print(json.dumps({
+    "argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "name": __name__,
+    "tmp": tempfile.gettempdir(), "env": os.environ.get("LOOK_VAR"),
+    "robosafe_imported": sorted(m for m in sys.modules if m.split(".")[0] == "robosafe"),
+    "mujoco_imported": "mujoco" in sys.modules,
+    "random": int(np.random.randint(1 << 30)),
+}))
+raise SystemExit(3)
+"""
+
+
+def test_a_forked_process_starts_as_a_fresh_interpreter(tmp_path):
+    """A module run both ways prints what its interpreter gives it: the same but for numpy's
+    legacy global seed, which is fresh in each process (two forked runs differ)."""
+    (tmp_path / "look.py").write_text(LOOK)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "LOOK_VAR": "x"}
+    seen = {}
+    for name in ("forked", "forked again"):
+        proc = cli_fork.run(["a", "b"], tmp_path, env, timeout=60, module="look")
+        assert proc.returncode == 3, proc.stderr
+        seen[name] = json.loads(proc.stdout)
+    proc = subprocess.run([sys.executable, "-m", "look", "a", "b"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    plain = json.loads(proc.stdout)
+    assert plain["tmp"] == str(tmp) and plain["argv"] == [str(tmp_path / "look.py"), "a", "b"]
+    assert plain["robosafe_imported"] == [] and not plain["mujoco_imported"]
+    a, b = seen["forked"], seen["forked again"]
+    assert a["random"] != b["random"]
+    for d in (a, b, plain):
+        d.pop("random")
+    assert a == b == plain

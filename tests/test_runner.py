@@ -105,6 +105,20 @@ def test_workers_and_ray_give_the_same_episodes_as_one_process(tmp_path):
     assert key(one) == key(two) == key(ray_rows)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_run_leaves_no_scratch_folder_behind(tmp_path, workers):
+    """Each worker process writes task files and episodes in the making into a folder of its
+    own under the temporary directory, removed when it exits (also in a spawned pool worker)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = cli("run", "--task", TASKS["car"], "--policy", "random", "-n", "2", "--horizon", "8",
+               "--out", str(tmp_path / "r"), "-j", workers,
+               env={**os.environ, "TMPDIR": str(tmp), "MUJOCO_GL": "egl"})
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "r" / "outcomes").glob("*.json"))) == 2
+    assert list(tmp.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_resume_finishes_a_killed_run_without_losing_or_duplicating(tmp_path):
     out = tmp_path / "r"
