@@ -153,3 +153,23 @@ def test_a_forked_process_starts_as_a_fresh_interpreter(tmp_path):
     for d in (a, b, plain):
         d.pop("random")
     assert a == b == plain
+
+
+def test_the_parent_ends_when_its_test_process_is_killed(tmp_path):
+    """A test process killed outright runs no exit handler: its parent notices it is orphaned."""
+    here = str(Path(cli_fork.__file__).parent)
+    code = (f"import os, sys; sys.path.insert(0, {here!r}); import cli_fork; "
+            "cli_fork.forked(dict(os.environ)); print(cli_fork._parent.proc.pid, flush=True); "
+            "import time; time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    parent = int(proc.stdout.readline())
+    folder = next(Path(a).parent for a in Path(f"/proc/{parent}/cmdline").read_bytes()
+                  .decode().split("\0") if a.endswith("sock"))
+    assert folder.is_dir()  # running, with its socket
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{parent}").exists():
+        assert time.monotonic() < deadline, "the orphaned parent is still running"
+        time.sleep(0.2)
+    assert not folder.exists()  # and its socket's folder is gone
