@@ -180,6 +180,13 @@ def _become_command(request: dict, fds: list[int]) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    _end(code)
+
+
+def _end(code: int) -> None:
+    """Exit with `code` as the command did: a negative one is the signal that ended it."""
+    import signal
+
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
@@ -296,6 +303,7 @@ def run(args: list[str], cwd: str | Path | None, env: dict[str, str], timeout: f
 
 
 SOCKET_VAR = "ROBOSAFE_TEST_FORK_SOCKET"
+STARTUP_VAR = "ROBOSAFE_TEST_FORK_STARTUP"  # the parent's start-up variables, as JSON
 
 
 def shell_env(env: dict[str, str]) -> dict[str, str]:
@@ -314,24 +322,21 @@ def shell_env(env: dict[str, str]) -> dict[str, str]:
                         f"import cli_fork\ncli_fork.script({str(real)!r})\n")
         shim.chmod(0o755)
     return {**env, "PATH": f"{shim.parent}{os.pathsep}{env.get('PATH', '')}",
-            SOCKET_VAR: _parent.path}
+            SOCKET_VAR: _parent.path, STARTUP_VAR: json.dumps(_startup_env(START_ENV))}
 
 
 def script(real: str) -> None:
     """The `robosafe` a shell command runs: forked by the test process' parent."""
     env = dict(os.environ)
     path = env.pop(SOCKET_VAR)
+    parents = json.loads(env.pop(STARTUP_VAR))
     # the command's PATH is the user's: without this folder
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p != os.path.dirname(sys.argv[0]))
-    code = _request(path, {"args": sys.argv[1:], "cwd": os.getcwd(), "env": env,
-                           "script": real}, [0, 1, 2], None)
-    if code < 0:
-        import signal
-
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    sys.exit(code)
+    if _startup_env(env) != parents:  # the shell changed one: the real console script, as run()
+        os.execve(real, [real, *sys.argv[1:]], env)
+    _end(_request(path, {"args": sys.argv[1:], "cwd": os.getcwd(), "env": env,
+                         "script": real}, [0, 1, 2], None))
 
 
 if __name__ == "__main__":
