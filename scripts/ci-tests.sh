@@ -49,16 +49,13 @@ status_word() {
   if [ "$rc" = 0 ]; then echo "ok (${secs} s)"; else echo "FAILED, exit $rc (${secs} s)"; fi
 }
 
-build_base() { [ -x .venv-base/bin/python ] || python3 -m venv .venv-base; \
-  .venv-base/bin/pip install -q --disable-pip-version-check --no-compile . pytest; }
+build_base() { python3 scripts/install.py .venv-base . pytest; }
 build_sim() { [ -x .venv-sim/bin/python ] || python3 -m venv .venv-sim; \
   .venv-sim/bin/pip install -q --disable-pip-version-check --no-compile '.[sim]' pytest; }
 
 install_chromium() { command -v chromium >/dev/null || \
   { apt-get update -qq && apt-get install -y -qq chromium; }; }
-install_dev() { [ -x .venv/bin/python ] || python3 -m venv .venv; \
-  .venv/bin/pip install -q --disable-pip-version-check --no-compile \
-    -e '.[sim,dev,probe,libero-assets]'; }
+install_dev() { python3 scripts/install.py .venv -e '.[sim,dev,probe,libero-assets]'; }
 
 part install-chromium install_chromium &
 chromium=$!

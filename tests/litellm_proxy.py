@@ -40,9 +40,9 @@ def ensure_proxy() -> Path:
     with open(REPO / ".venv-litellm.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not exe.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "--no-compile", pinned_requirement()],
-                           check=True, timeout=900)
+            # scripts/install.py makes the venv with the interpreter running it
+            subprocess.run([sys.executable, str(REPO / "scripts" / "install.py"), str(VENV),
+                            pinned_requirement()], check=True, timeout=900)
     return exe
 
 
