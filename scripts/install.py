@@ -110,12 +110,12 @@ def install(venv: Path, reqs: list[str]) -> int:
         if uv is not None:
             args, env = translated
             cmd = [str(uv), "pip", "install", "-q", "--python", python, *args, *reqs]
-            rc = subprocess.run(cmd, env={**os.environ, **env}).returncode
+            rc = subprocess.run(cmd, check=False, env={**os.environ, **env}).returncode
             if rc == 0:
                 return 0
             _say(f"uv failed (exit {rc}): pip installs instead; the command was "
                  f"{shlex.join(cmd)}")
-    return subprocess.run(pip).returncode
+    return subprocess.run(pip, check=False).returncode
 
 
 def main(argv: list[str]) -> int:
