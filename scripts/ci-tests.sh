@@ -59,12 +59,14 @@ install_dev() { python3 scripts/install.py .venv -e '.[sim,dev,probe,libero-asse
 
 part install-chromium install_chromium &
 chromium=$!
-builds=(litellm base sim libero arena lerobot)
+builds=(litellm base libero arena lerobot sim)
 (
   part build-litellm python3 tests/litellm_proxy.py
   part build-base build_base
-  part build-sim build_sim
   part build-libero bash scripts/libero-env.sh .venv-libero
+  part build-arena bash scripts/vla-arena-env.sh .venv-arena
+  part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
+  part build-sim build_sim
 ) &
 builder=$!
 
@@ -88,15 +90,6 @@ t0=$SECONDS
 .venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
   2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
-# VLA-Arena's and lerobot's environments build while the serial tests run: those mostly wait on
-# Ray's processes (a third of the two cores idle), and pip's unpacking is no test worker beside
-# them (they passed beside both builds every time; in CI the serial part took 109 s beside them
-# against 88 s alone, and the main suite 50 s less without them)
-(
-  part build-arena bash scripts/vla-arena-env.sh .venv-arena
-  part build-lerobot bash scripts/lerobot-env.sh .venv-lerobot
-) &
-late_builder=$!
 # then the tests marked serial, with no other test process (together with main: every test of
 # tests/, as a plain `pytest` runs)
 # Only the files of tests/ that name the mark are collected, which saves importing every test
@@ -129,7 +122,7 @@ lane sim .venv-sim tests_sim
 lane arena .venv-arena tests_arena MUJOCO_GL=egl
 lane lerobot .venv-lerobot tests_lerobot
 wait "$libero"
-wait "$builder" "$late_builder"
+wait "$builder"
 for b in "${builds[@]}"; do
   read -r rc _ <"$logs/build-$b.status"
   [ "$rc" = 0 ] || show "build-$b"

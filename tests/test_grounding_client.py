@@ -394,9 +394,13 @@ def test_ctrl_c_stops_at_once_and_keeps_the_answers(dataset, chat: FakeChat) -> 
 
     root, clips = dataset
     many = [{**clips[k % 4], "clip_id": f"m{k}"} for k in range(40)]
+    sent_before: list[int] = []
 
     def interrupt(done: int, total: int) -> None:
         if done == 2:
+            # the worker may have sent more by the time this thread saw two answers (it does
+            # not wait for them to be counted): what counts is what it sends after Ctrl-C
+            sent_before.append(len(chat))
             _thread.interrupt_main()  # what Ctrl-C does
 
     with pytest.raises(AskInterrupted) as info:
@@ -405,9 +409,9 @@ def test_ctrl_c_stops_at_once_and_keeps_the_answers(dataset, chat: FakeChat) -> 
     assert all(r["error"] is None for r in info.value.answers)
     assert len(info.value.answers) <= 3 and info.value.total == 40
     threading.Event().wait(0.5)
-    # two answered, at most the one already in flight: none of the 37 queued was sent
+    # after Ctrl-C at most the one request already in flight: none of those queued was sent
     sent = len(chat)
-    assert sent <= 3
+    assert sent_before[0] <= sent <= sent_before[0] + 1 < 40
     threading.Event().wait(0.5)
     assert len(chat) == sent
 

@@ -100,6 +100,18 @@ def test_shortcut_audit_refuses_tasks_without_demonstrations(demos, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_data_source_audit_refuses_one_seed_before_any_work(tmp_path):
+    """The paired test needs S >= 2 seeds per task: said at once, not after collecting and
+    training."""
+    proc = cli("audit", "data-source", "--suite", "demo", "--task-id", TASK, "-n", "1",
+               "--out", str(tmp_path / "ds"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        ("robosafe: error: the paired test needs at least 2 evaluation seeds per task (paper 002 "
+         "App. C.1, S >= 2): give -n 2 or more")]
+    assert not (tmp_path / "ds").exists()
+
+
 def test_data_source_audit_end_to_end(tmp_path):
     """Two tasks, App. A.3's defaults: one policy per task, trained without augmentation on
     its own task's demonstrations and evaluated on its own task only."""

@@ -68,8 +68,10 @@ def reference(policy_url, tmp_path_factory):
     return out
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One cluster for the module (starting one takes some 5 s of the serial part): the tests
+    using it run in file order, the one that kills a node last."""
     from robosafe.runner.cluster import LoopbackCluster
 
     with LoopbackCluster(nodes=2) as c:
@@ -138,23 +140,6 @@ def test_run_spreads_over_both_nodes(cluster, reference, policy_url, tmp_path):
     assert not list(Path(cluster.root).rglob("turn_off_stove__ep*"))
 
 
-def test_lost_node_mid_run_loses_nothing(cluster, reference, policy_url, tmp_path):
-    out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "robosafe", "run", "-o", str(out), "-p",
-                             policy_url, *RUN, "--backend", "ray", "--ray-address",
-                             cluster.address, "-j", "2"],
-                            env=ENV, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    while not list((out / "outcomes").glob("*.json")) if out.exists() else True:
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    assert cluster.kill(1) > 0
-    _, stderr = proc.communicate(timeout=900)
-    assert "Traceback" not in stderr, stderr
-    assert proc.returncode == 0, stderr
-    _same_run(reference, out)
-
-
 def test_unreachable_cluster_is_one_line(tmp_path):
     port = _free_port()  # nothing listens there
     proc = _cli("run", "-o", str(tmp_path / "run"), "-p", "zero", "--suite", "demo",
@@ -205,3 +190,20 @@ def test_ctrl_c_cancels_the_cluster_tasks(cluster, policy_url, tmp_path):
                 "100", "--obs-adapter", "robosuite-privileged", "--resume", "--json")
     assert proc.returncode == 0, proc.stderr
     assert len(list((out / "outcomes").glob("*.json"))) == 6
+
+
+def test_lost_node_mid_run_loses_nothing(cluster, reference, policy_url, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "robosafe", "run", "-o", str(out), "-p",
+                             policy_url, *RUN, "--backend", "ray", "--ray-address",
+                             cluster.address, "-j", "2"],
+                            env=ENV, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not list((out / "outcomes").glob("*.json")) if out.exists() else True:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    assert cluster.kill(1) > 0
+    _, stderr = proc.communicate(timeout=900)
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 0, stderr
+    _same_run(reference, out)

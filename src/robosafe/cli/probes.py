@@ -184,13 +184,16 @@ def data_source(
     jittered around the evaluation seeds (0.0025 m, 15 deg) and on demonstrations from other
     seeds, one per task without image augmentation (App. A.3); both SRs with intervals, their
     training-test distances and the paired test."""
+    seed_list = _eval_seeds(seeds, episodes)
+    if len(seed_list) < 2:  # said before collecting and training, not after
+        raise RobosafeError("the paired test needs at least 2 evaluation seeds per task (paper "
+                            "002 App. C.1, S >= 2): give -n 2 or more")
     from robosafe.policies.probe import probe_config  # first: names the extra if torch is missing
 
     cfg = probe_config(steps=steps)
     from robosafe.audit.datasource import datasource_audit
 
     tasks = select_tasks(suite, level, task_id, task)
-    seed_list = _eval_seeds(seeds, episodes)
     bar, on_step = _trainer_bar(_quiet(as_json))
     with bar:
         res = datasource_audit(tasks=tasks, suite=suite, seeds=seed_list, per_seed=per_seed,
