@@ -2,17 +2,17 @@
 # Every test lane, nothing deselected, installs included (the README's test command):
 #   bash scripts/ci-tests.sh
 # It installs what the tests need itself: Debian's chromium (the HTML report's browser test) if
-# missing, the dev environment `.venv` (`pip install -e '.[sim,dev,probe,libero-assets]'`) and
-# one environment per lane. The chromium install and the first lanes' environments start at
-# once in the background, one build after another, beside the dev install: pip installs mostly
-# use one core, so the two fill both. Then the main suite (tests/, two pytest-xdist workers)
-# runs in the foreground while those builds finish. The LiteLLM proxy's venv
-# (tests/litellm_proxy.py) builds first, since one main-suite test needs it (it waits on the
-# venv's lock). Then the tests marked serial run with no other test process (timing-sensitive),
-# while VLA-Arena's and lerobot's environments build, then the five lanes run two at a time,
-# each as soon as its environment has built: LIBERO's, the longest, beside base, sim, arena and
-# lerobot in turn (each lane is one pytest process, mostly waiting on imports and MuJoCo, so two
-# of them fill the two cores).
+# missing, the dev environment `.venv` (`-e '.[sim,dev,probe,libero-assets]'`) and one
+# environment per lane, all with scripts/install.py (uv handed pip's own settings; the sim
+# lane's with pip itself, as the README's main job installs it). The chromium install and the
+# lanes' environments start at once in the background, one build after another, beside the dev
+# install; the LiteLLM proxy's venv (tests/litellm_proxy.py) first, since one main-suite test
+# needs it (it waits on the venv's lock). Then the main suite (tests/, two pytest-xdist
+# workers) runs in the foreground while those builds finish, then the tests marked serial with
+# no other process (timing-sensitive), then the five lanes two at a time, each as soon as its
+# environment has built: LIBERO's, the longest, beside base, sim, arena and lerobot in turn
+# (each lane is one pytest process, mostly waiting on imports and MuJoCo, so two of them fill
+# the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
 # its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
