@@ -9,10 +9,9 @@
 # install; the LiteLLM proxy's venv (tests/litellm_proxy.py) first, since one main-suite test
 # needs it (it waits on the venv's lock). Then the main suite (tests/, two pytest-xdist
 # workers) runs in the foreground while those builds finish, then the tests marked serial with
-# no other process (timing-sensitive), then the five lanes two at a time, each as soon as its
-# environment has built: LIBERO's, the longest, beside base, sim, arena and lerobot in turn
-# (each lane is one pytest process, mostly waiting on imports and MuJoCo, so two of them fill
-# the two cores).
+# no other test process (timing-sensitive) but the base and lerobot lanes (small, no rendering),
+# then the other three lanes two at a time: LIBERO's, the longest, beside sim and arena in turn
+# (each lane is one pytest process, so two of them fill the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
 # its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
@@ -90,15 +89,6 @@ t0=$SECONDS
 .venv/bin/python -m pytest -n 2 --dist loadfile -m "not serial" --junitxml="$logs/main.xml" \
   2>&1 | tee "$logs/main.log"
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
-# then the tests marked serial, with no other test process (together with main: every test of
-# tests/, as a plain `pytest` runs)
-# Only the files of tests/ that name the mark are collected, which saves importing every test
-# module again (8 s -> 1 s): a test is marked in its own file (pytestmark, a decorator or
-# pytest.param), so these are a superset of the files holding serial tests
-mapfile -t serial_files < <(grep -lw serial tests/test_*.py)
-part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml" \
-  "${serial_files[@]}"
-show serial
 
 lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once it has built
   local name=$1 venv=$2 folder=$3 rc
@@ -114,13 +104,30 @@ lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once 
       --junitxml="$logs/$name.xml"
   fi
 }
+# then the tests marked serial, with no other process of tests/ (together with main: every
+# test of tests/, as a plain `pytest` runs)
+# Only the files of tests/ that name the mark are collected, which saves importing every test
+# module again (8 s -> 1 s): a test is marked in its own file (pytestmark, a decorator or
+# pytest.param), so these are a superset of the files holding serial tests
+mapfile -t serial_files < <(grep -lw serial tests/test_*.py)
+# The base and lerobot lanes run beside the serial part, one after the other: they render
+# nothing and are small (about 20 s each), and the serial tests leave a third of the two cores
+# idle (Ray's processes starting); LIBERO's lane alone then sets the length of the last part
+(
+  lane base .venv-base tests_base
+  lane lerobot .venv-lerobot tests_lerobot
+) &
+small_lanes=$!
+part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml" \
+  "${serial_files[@]}"
+show serial
+
 lanes=(libero base sim arena lerobot)
 lane libero .venv-libero tests_libero &
 libero=$!
-lane base .venv-base tests_base
+wait "$small_lanes"
 lane sim .venv-sim tests_sim
 lane arena .venv-arena tests_arena MUJOCO_GL=egl
-lane lerobot .venv-lerobot tests_lerobot
 wait "$libero"
 wait "$builder"
 for b in "${builds[@]}"; do
