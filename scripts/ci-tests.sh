@@ -127,7 +127,11 @@ lane libero .venv-libero tests_libero &
 libero=$!
 wait "$small_lanes"
 lane sim .venv-sim tests_sim
-lane arena .venv-arena tests_arena MUJOCO_GL=egl
+# VLA-Arena's environment pins numba 0.61.2 and runs robosafe from this checkout, as LIBERO's
+# (numba 0.68.1) does: numba keeps one cache index per function and Python version beside
+# the source and drops another version's, so the two lanes side by side recompiled robosafe's
+# kernels in turn, in nearly every process. The arena lane keeps its own cache.
+lane arena .venv-arena tests_arena MUJOCO_GL=egl NUMBA_CACHE_DIR="$root/.venv-arena/numba-cache"
 wait "$libero"
 wait "$builder"
 for b in "${builds[@]}"; do

@@ -355,10 +355,11 @@ class ArenaEnv(ManipulationEnv):
 
     def _kinematics(self) -> None:
         """Body, geom and site poses from qpos and the mocap poses: all placement reads. A full
-        forward here also ran collisions and a cold-started constraint solver at every placed
-        object (~5 ms each on VLA-Arena's scenes, 0.1 s a reset); the forward that ends the
-        reset computes the rest, from the same state (mj_forward leaves qacc_warmstart, the
-        one input earlier passes could change, as it was)."""
+        forward here also ran collisions and the constraint solver at every placed object
+        (~5 ms each on VLA-Arena's scenes); the forward that ends the reset computes the rest
+        from the same state. Nothing else changes: MuJoCo 3.9.0's mj_forward (the sim extra's
+        pin) leaves qacc_warmstart, the one input an earlier pass could touch, as it was
+        (2.3.7's overwrote it), and runs, traces and frames were compared byte for byte."""
         mujoco.mj_kinematics(self.sim.model._model, self.sim.data._data)
 
     def _place(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
