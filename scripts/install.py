@@ -105,7 +105,11 @@ def install(venv: Path, reqs: list[str]) -> int:
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--no-compile", *reqs]
     if os.environ.get("ROBOSAFE_INSTALL_WITH_PIP") != "1":
-        translated = uv_command(pip_settings(python))
+        try:
+            translated = uv_command(pip_settings(python))
+        except (OSError, subprocess.CalledProcessError) as exc:
+            _say(f"cannot read pip's settings ({exc}): pip installs")
+            translated = None
         uv = _uv() if translated else None
         if uv is not None:
             args, env = translated
