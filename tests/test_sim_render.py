@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -196,5 +197,85 @@ def test_robosuite_camera_observations_are_upside_down():
         assert table_z > 0.5 and upright[-4:].mean() > upright[:4].mean()
         assert flip_robosuite_image(obs["agentview_depth"]).shape == (H, W, 1)
         assert np.array_equal(flip_robosuite_image(raw, "opencv"), raw)
+    finally:
+        env.close()
+
+
+# --------------------------------------------------------------------------- the view cull
+
+CULL = """
+<mujoco>
+  <worldbody>
+    <light pos="0 0 3" dir="0 0 -1" directional="true"/>
+    <geom name="floor" type="plane" size="3 3 .1" rgba=".5 .5 .5 1"/>
+    <geom name="far" type="sphere" pos="1.0 0 .05" size=".05" rgba="1 0 0 1"/>
+    <geom name="edge" type="sphere" pos=".88 0 .05" size=".05" rgba="0 1 0 1"/>
+    <geom name="above" type="sphere" pos="0 0 1.7" size=".1" rgba="0 0 1 1"/>
+    <geom name="centre" type="box" pos="0 0 .05" size=".05 .05 .05" rgba="1 1 0 1"/>
+    <camera name="top" pos="0 0 1.5" fovy="60"/>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_outside_view_worked_by_hand():
+    """Camera 1.5 m up looking down, fovy 60: at the sphere centres' depth (1.45 m) the view's
+    half-width is 1.45 tan 30 = 0.837 m; a side plane's unit normal has 1 / cos 30 = 1.1547.
+    'far' (x = 1.0): (1.0 - 0.837) / 1.1547 = 0.141 m beyond, more than its 0.05 m radius:
+    out. 'edge' (x = 0.88): 0.037 m beyond, less than 0.05: it may show, kept. 'above' is
+    0.2 m behind the camera, radius 0.1: out. The plane (rbound 0) always stays. At aspect 2
+    the half-width is 1.675 m: 'far' is in."""
+    model = mujoco.MjModel.from_xml_string(CULL)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    names = [model.geom(i).name for i in range(model.ngeom)]
+    out = render.outside_view(model, data, 0, 1.0)
+    assert [n for n, o in zip(names, out, strict=True) if o] == ["far", "above"]
+    out = render.outside_view(model, data, 0, 2.0)
+    assert [n for n, o in zip(names, out, strict=True) if o] == ["above"]
+    assert render.outside_view(model, data, -1, 1.0) is None  # the free camera: not known
+    for w in (64, 128):
+        a = render_camera(model, data, "top", height=64, width=w)
+        assert a.tobytes() == render_camera(model, data, "top", height=64, width=w,
+                                            cull_view=False).tobytes()
+    assert (model.geom_group == 0).all()  # the groups the cull borrowed are back
+
+
+ARENA_SCENE = (Path(__file__).resolve().parents[2] / "shared/vla-arena/bddl_files"
+               / "safety_static_obstacles/level_1")
+
+
+@pytest.mark.parametrize("task,level", [
+    ("demo/turn_off_stove", 0), ("demo/place_lemon_in_bowl", 3), ("vla-arena", 3)])
+def test_culled_frames_are_the_full_scenes_frames_byte_for_byte(task, level):
+    """Real scenes, both cameras, colour and depth, at states a random policy reaches, with
+    the V3 camera offsets: leaving out what is outside the view changes no byte, and the
+    eye-in-hand camera does leave geoms out (else this would compare a scene with itself)."""
+    from robosafe.sim.env import VISUAL_GROUPS, TaskEnv
+
+    if task == "vla-arena":
+        if not ARENA_SCENE.is_dir():
+            pytest.skip("needs ../shared/vla-arena/bddl_files")
+        path = min(ARENA_SCENE.glob("*.bddl"))
+    else:
+        path = Path(render.__file__).parents[1] / "tasks/suites" / f"{task}.bddl"
+    env = TaskEnv(path, visual_level=level, render=False)
+    try:
+        env.reset(seed=3)
+        m, d = env.arena.model_ptr(), env.arena.data_ptr()
+        rng = np.random.default_rng(0)
+        left_out = 0
+        for _ in range(3):
+            for _ in range(8):
+                env.step(rng.uniform(-1, 1, env.action_dim))
+            for cam in ("agentview", "robot0_eye_in_hand"):
+                for depth in (False, True):
+                    kw = {"height": 48, "width": 64, "groups": VISUAL_GROUPS, "depth": depth}
+                    culled = render_camera(m, d, cam, **kw)
+                    assert culled.tobytes() == render_camera(m, d, cam, cull_view=False,
+                                                             **kw).tobytes(), (cam, depth)
+            left_out += int(render.outside_view(m, d, m.camera("robot0_eye_in_hand").id,
+                                                64 / 48).sum())
+        assert left_out > 0
     finally:
         env.close()

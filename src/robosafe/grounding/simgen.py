@@ -818,6 +818,7 @@ class Renders:
         vis = ep.model.vis.global_  # the offscreen buffer must hold the image (default 640)
         vis.offwidth, vis.offheight = max(vis.offwidth, size), max(vis.offheight, size)
         self.renderer = mujoco.Renderer(ep.model, size, size)
+        self.option = mujoco.MjvOption()  # the Renderer's default: geom groups 0-2 shown
         self._rect = mujoco.MjrRect(0, 0, size, size)
         n = len(ep.qpos)
         self.human_visible = {v: np.zeros(n, dtype=bool) for v in VIEWS}
@@ -829,7 +830,12 @@ class Renders:
         if self._state != t:
             self.ep.restore(t)
             self._state = t
-        self.renderer.update_scene(self.ep.data, camera=camera)
+        from robosafe.sim.render import culled
+
+        # geoms outside the view left out: the same pixels and ids (robosafe.sim.render)
+        with culled(self.ep.model, self.ep.data, camera, self.option,
+                    None if self.shadows else 1.0):
+            self.renderer.update_scene(self.ep.data, camera=camera, scene_option=self.option)
         self.renderer.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = self.shadows
         self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = self.shadows
 
