@@ -210,7 +210,12 @@ def test_chunks_are_handed_out_one_per_act():
         assert pol.calls == 5
     with PolicyServer(Chunker()) as srv, RemotePolicy(srv.url, replan_steps=2) as remote:
         remote.reset(TASK)
-        acts = [remote.act({}) for _ in range(6)]
+        assert remote.needs_images()
+        acts, looks = [], []
+        for _ in range(6):  # the next act sends an observation only when the chunk is out
+            acts.append(remote.act({}))
+            looks.append(remote.needs_images())
+        assert looks == [False, True] * 3
         assert srv.requests == 3
         assert np.array_equal(acts[2], np.arange(7) + 200)
 

@@ -151,8 +151,12 @@ class HostEnv(Protocol):
               options: dict[str, Any] | None = None) -> ResetResult:
         """Start an episode: the same seed gives the same initial state."""
 
-    def step(self, action: Any) -> StepResult:
-        """One action; ``info`` carries at least ``success``, ``instruction`` and ``seed``."""
+    def step(self, action: Any, *, images: bool = True) -> StepResult:
+        """One action; ``info`` carries at least ``success``, ``instruction`` and ``seed``.
+        ``images=False``: the caller will not read this observation's ``<camera>_image``
+        (the policy plays on from a chunk it has), so a host may leave them out: robosafe's
+        simulator does, LIBERO's and robosuite's render inside robosuite's step and keep
+        them."""
 
     def close(self) -> None: ...
 
@@ -330,7 +334,12 @@ def check_host_env(env: Any, *, seed: int = 0, steps: int = 2) -> None:
         raise _fail(env, "reset", f"seed {env.seed} / steps {env.steps} after reset(seed={seed})")
     taken = 0
     for _ in range(steps):
-        out = env.step(np.zeros(env.action_dim))
+        try:  # the first step with images, the others without (HostEnv.step)
+            out = env.step(np.zeros(env.action_dim), images=taken == 0)
+        except TypeError as exc:
+            if "images" not in str(exc):
+                raise
+            raise _fail(env, "step", "must take images=True / False") from None
         taken += 1
         if not (isinstance(out, tuple) and len(out) == 5):
             raise _fail(env, "step", "must return (obs, reward, terminated, truncated, info)")

@@ -346,7 +346,8 @@ class LiberoEnv:
         self.success = bool(self.env.check_success())
         return self._observe(obs), self._info()
 
-    def step(self, action: Any) -> StepResult:
+    def step(self, action: Any, *, images: bool = True) -> StepResult:
+        # robosuite renders its camera observables inside its own step: images stay
         action = host_action(action, self.action_dim)
         obs, _, _, _ = self.recorder.step(action)
         self.steps += 1

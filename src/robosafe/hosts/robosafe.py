@@ -141,8 +141,8 @@ class RobosafeEnv:
         self.recorder.set_cost(0.0)
         return out
 
-    def step(self, action: Any) -> StepResult:
-        out = self.world.step(action)
+    def step(self, action: Any, *, images: bool = True) -> StepResult:
+        out = self.world.step(action, images=images)
         self.recorder.set_cost(out[4]["cost"])
         return out
 

@@ -21,7 +21,11 @@ Observations are robosuite's (``robot0_eef_pos``, ``robot0_gripper_qpos``, ...),
 it): ``<object>_pos`` / ``<object>_quat`` (wxyz), and for articulated goal / init entities
 ``<entity>_qpos`` and ``<entity>_handle_pos`` (the handle or knob geoms' mean position).
 
-Optional: ``act_batch(observations) -> actions`` for policies that batch. Policy specs on the
+Optional: ``act_batch(observations) -> actions`` for policies that batch, and
+``needs_images() -> bool``: whether the next ``act`` reads its observation's camera images
+(False while it plays on from a chunk it predicted; without the method: always). The episode
+loop asks after every ``act``, and a host that can leaves the next observation's images out
+(robosafe's simulator: rendering is most of a rendered step on a CPU). Policy specs on the
 command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``probe:CHECKPOINT`` (a trained
 shortcut probe, :mod:`robosafe.policies.probe`), ``scripted-careful``,
 ``scripted-careless``, ``ws://HOST:PORT`` (a remote policy server).
@@ -125,15 +129,19 @@ def play(env, policy: Policy, obs: dict, max_steps: int | None = None,
     ``policy.reset`` with the env's task info as plain data, then act and step from ``obs``
     (what ``env.reset`` returned) until the episode terminates or truncates, or ``max_steps``
     (at most the env's horizon). ``on_obs`` (if given) sees every observation, the first
-    included: one per trace row. Returns the last info and the actions taken."""
+    included, images and all: one per trace row. Without ``on_obs``, an observation the
+    policy says it will not look at (``needs_images``) is stepped without images. Returns the
+    last info and the actions taken."""
     policy.reset(env.task_info().to_dict())
     info: dict = {"success": env.success}
     actions: list = []
     if on_obs is not None:
         on_obs(obs)
+    needs_images = getattr(policy, "needs_images", None)
     for _ in range(min(max_steps or env.horizon, env.horizon)):
         actions.append(policy.act(obs))
-        obs, _, terminated, truncated, info = env.step(actions[-1])
+        images = on_obs is not None or needs_images is None or needs_images()
+        obs, _, terminated, truncated, info = env.step(actions[-1], images=images)
         if on_obs is not None:
             on_obs(obs)
         if terminated or truncated:

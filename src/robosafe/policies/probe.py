@@ -222,6 +222,10 @@ class ProbePolicy:
         self.last = self.queue.pop(0).astype(float)
         return self.last
 
+    def needs_images(self) -> bool:
+        """The next ``act`` predicts (and looks) only when the chunk is played out."""
+        return not self.queue
+
     def action_chunk(self) -> list[np.ndarray]:
         """The action just returned and the rest of its chunk still to be played: what the
         safety shield predicts with (robosafe.runner.shield)."""

@@ -418,6 +418,10 @@ class RemotePolicy:
             self._plan = self._request(observation)
         return self._plan.pop(0)
 
+    def needs_images(self) -> bool:
+        """The next ``act`` sends an observation only when the chunk is played out."""
+        return not self._plan
+
     def _request(self, observation: dict[str, Any]) -> list[np.ndarray]:
         instruction = (self._task_info or {}).get("instruction")
         obs = adapt_observation(observation, instruction, self.adapter,

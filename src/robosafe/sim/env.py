@@ -298,7 +298,11 @@ class TaskEnv:
                     base_cam_pos=self._base_cam_pos, base_geom_rgba=self._base_rgba)
         return pert
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any, *, images: bool = True
+             ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """One control step. ``images=False``: the caller will not read this observation's
+        camera images (a policy playing on from a chunk), so none are rendered; the noise
+        stream advances as if they were, so later frames are the same either way."""
         if self._ended:
             raise RobosafeError("step() after the episode ended; call reset()")
         action = np.asarray(action, dtype=float)
@@ -331,7 +335,7 @@ class TaskEnv:
         info = self._info(cost, terms, now)
         if self._ended and self.cost_mode == "vla-arena":
             info["vla_arena"] = self.arena_result()
-        return (self._observe(obs), float(self.success), terminated, truncated, info)
+        return (self._observe(obs, images), float(self.success), terminated, truncated, info)
 
     def arena_result(self) -> dict:
         """The episode as VLA-Arena's evaluator ``arena_evaluator`` reports it: its cost (x 0.05
@@ -436,15 +440,24 @@ class TaskEnv:
             obs[handle_key] = (d.geom_xpos[handle].mean(axis=0) if handle
                                else d.xpos[jbody].copy())
 
-    def _observe(self, robosuite_obs: dict) -> dict:
+    def _observe(self, robosuite_obs: dict, images: bool = True) -> dict:
         """The policy's observation: robosuite's (as the physics step or reset returned it:
-        nothing has changed its observables since), the privileged state, the images."""
+        nothing has changed its observables since), the privileged state, the images (unless
+        ``images`` is False)."""
         obs = dict(robosuite_obs)
         self._privileged(obs)
         if not self.render:
             return obs
-        m, d = self.arena.model_ptr(), self.arena.data_ptr()
         h, w = self.image_size
+        if not images:
+            if self.perturbation.noise_specs:
+                # the draws depend only on the frame's shape: the next rendered frame gets the
+                # noise it would have had with every frame rendered
+                blank = np.zeros((h, w, 3), dtype=np.uint8)
+                for _ in self.cameras:
+                    apply_image(blank, self.perturbation, self._noise_rng)
+            return obs
+        m, d = self.arena.model_ptr(), self.arena.data_ptr()
         for cam in self.cameras:
             # visual geoms only (robosuite keeps collision meshes in group 0)
             img = render_camera(m, d, cam, height=h, width=w, groups=VISUAL_GROUPS)
