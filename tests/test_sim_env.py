@@ -316,3 +316,31 @@ def test_collide_is_tracked_for_a_task_that_names_it_and_an_error_elsewhere():
     with pytest.raises(TaskError, match="Collide"):
         ATOMS["collide"](plain.view, "ball_a")
     plain.close()
+
+
+def test_robots_load_without_robosuites_robot_alone_compile(monkeypatch):
+    """robosafe's world skips robosuite's compile of the robot alone (nothing reads it): the
+    world's compiled model is the same, byte for byte (mj_saveModel), as with robosuite's own
+    robot loading, and so are the states after a few steps."""
+    from robosuite.environments.manipulation.manipulation_env import ManipulationEnv
+
+    from robosafe.sim.world import ArenaEnv
+
+    def build():
+        env = TaskEnv(CAR_TASK, render=False)
+        env.reset(seed=4)
+        for _ in range(3):
+            env.step(np.full(env.action_dim, 0.3))
+        m = env.arena.model_ptr()
+        buf = np.zeros(mujoco.mj_sizeModel(m), dtype=np.uint8)
+        mujoco.mj_saveModel(m, None, buf)
+        robot = env.arena.robots[0].robot_model.mujoco_model
+        out = (buf.tobytes(), env.arena.data_ptr().qpos.tobytes(), robot)
+        env.close()
+        return out
+
+    skipped = build()
+    monkeypatch.setattr(ArenaEnv, "_load_robots", ManipulationEnv._load_robots)
+    compiled = build()
+    assert skipped[2] is None and isinstance(compiled[2], mujoco.MjModel)
+    assert skipped[:2] == compiled[:2]

@@ -109,6 +109,13 @@ def region_articulation(asset: Any, name: str) -> Articulation | None:
     return art
 
 
+def _leave_uncompiled(robot_model, mujoco_model=None) -> None:
+    """``RobotModel.set_mujoco_model`` while robosafe loads its robots (ArenaEnv._load_robots):
+    keeps a model given, compiles none."""
+    if mujoco_model is not None:
+        robot_model.mujoco_model = mujoco_model
+
+
 class ArenaEnv(ManipulationEnv):
     """robosuite env built from a parsed task. Use :class:`robosafe.sim.env.TaskEnv`, which
     adds the gymnasium API, costs, perturbations and the recorder."""
@@ -163,6 +170,22 @@ class ArenaEnv(ManipulationEnv):
             self._compiled = CompiledController(self)
 
     # -- model --------------------------------------------------------------------------------
+    def _load_robots(self):
+        # robosuite 1.5 compiles each robot's MJCF alone as it loads it (Robot.load_model ->
+        # RobotModel.set_mujoco_model) and keeps the model for its whole-body IK controllers;
+        # nothing robosafe builds reads it, and the compile is ~40 ms of every scene build
+        # (14 % of a VLA-Arena file's). The world compiled from the same XML is the same
+        # (tests/test_sim_world.py). Left uncompiled, the attribute stays None: a reader fails
+        # loudly, never with a wrong model.
+        from robosuite.models.robots.robot_model import RobotModel
+
+        compile_alone = RobotModel.set_mujoco_model
+        RobotModel.set_mujoco_model = _leave_uncompiled
+        try:
+            super()._load_robots()
+        finally:
+            RobotModel.set_mujoco_model = compile_alone
+
     def _load_model(self):
         super()._load_model()
         robot = self.robots[0].robot_model
