@@ -20,6 +20,7 @@ exit; `run_robosafe` in tests/conftest.py is the caller.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -82,6 +83,13 @@ def _preload() -> None:
         printed = said.read().decode(errors="replace").strip()
     if printed:
         raise SystemExit(f"cli_fork: importing {PRELOAD} printed: {printed}")
+    # numba's CPU target loads its implementation registries at a process's first compiled
+    # call (~0.25 s of CPU; every command that scores, steps a world or tabulates cutoffs makes
+    # one): once here, as for an import. The kernels themselves are the command's to load.
+    with contextlib.suppress(ImportError):
+        from numba.core.registry import cpu_target
+
+        cpu_target.target_context.refresh()
     if threading.active_count() != 1:
         raise SystemExit("cli_fork: a preloaded library started a Python thread")
     # The preloaded objects outlive every command: frozen, a command's garbage collections never
