@@ -179,7 +179,10 @@ class ArenaEnv(ManipulationEnv):
         # loudly, never with a wrong model.
         from robosuite.models.robots.robot_model import RobotModel
 
-        compile_alone = RobotModel.set_mujoco_model
+        compile_alone = getattr(RobotModel, "set_mujoco_model", None)
+        if compile_alone is None:  # a robosuite that does not compile it
+            super()._load_robots()
+            return
         RobotModel.set_mujoco_model = _leave_uncompiled
         try:
             super()._load_robots()
