@@ -91,12 +91,11 @@ t0=$SECONDS
 echo "${PIPESTATUS[0]} $((SECONDS - t0))" >"$logs/main.status"
 
 lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once it has built
-  # (the environment is the name's up to a '-': libero-shield runs in libero's)
-  local name=$1 venv=$2 folder=$3 build=${1%%-*} rc
+  local name=$1 venv=$2 folder=$3 rc
   shift 3
   # each lane starts when its own environment is ready, not when the last one is
-  until [ -f "$logs/build-$build.status" ]; do sleep 2; done
-  read -r rc _ <"$logs/build-$build.status"
+  until [ -f "$logs/build-$name.status" ]; do sleep 2; done
+  read -r rc _ <"$logs/build-$name.status"
   if [ "$rc" != 0 ]; then
     echo "its environment ($venv) did not build: see build-$name above" >"$logs/$name.log"
     echo "1 0" >"$logs/$name.status"
@@ -111,32 +110,28 @@ lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once 
 # module again (8 s -> 1 s): a test is marked in its own file (pytestmark, a decorator or
 # pytest.param), so these are a superset of the files holding serial tests
 mapfile -t serial_files < <(grep -lw serial tests/test_*.py)
-# The base, lerobot and sim lanes run beside the serial part, one after the other: they render
-# nothing and are small (15-35 s each), and the serial tests leave a third of the two cores
-# idle (Ray's processes starting). Then LIBERO's lane but its shield file (~135 s) beside
-# arena's and that file (~107 + 31 s): together LIBERO's lane set the last part's length
-# (~165 s) with sim's and arena's beside it taking ~140 s.
+# The base and lerobot lanes run beside the serial part, one after the other: they render
+# nothing and are small (about 20 s each), and the serial tests leave a third of the two cores
+# idle (Ray's processes starting); LIBERO's lane alone then sets the length of the last part
 (
   lane base .venv-base tests_base
   lane lerobot .venv-lerobot tests_lerobot
-  lane sim .venv-sim tests_sim
 ) &
 small_lanes=$!
 part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml" \
   "${serial_files[@]}"
 show serial
 
-lanes=(libero libero-shield base sim arena lerobot)
-lane libero .venv-libero tests_libero \
-  PYTEST_ADDOPTS="--ignore=tests_libero/test_libero_shield.py" &
+lanes=(libero base sim arena lerobot)
+lane libero .venv-libero tests_libero &
 libero=$!
 wait "$small_lanes"
+lane sim .venv-sim tests_sim
 # VLA-Arena's environment pins numba 0.61.2 and runs robosafe from this checkout, as LIBERO's
 # (numba 0.68.1) does: numba keeps one cache index per function and Python version beside
 # the source and drops another version's, so the two lanes side by side recompiled robosafe's
 # kernels in turn, in nearly every process. The arena lane keeps its own cache.
 lane arena .venv-arena tests_arena MUJOCO_GL=egl NUMBA_CACHE_DIR="$root/.venv-arena/numba-cache"
-lane libero-shield .venv-libero tests_libero/test_libero_shield.py
 wait "$libero"
 wait "$builder"
 for b in "${builds[@]}"; do
