@@ -175,7 +175,7 @@ class ArenaEnv(ManipulationEnv):
         # RobotModel.set_mujoco_model) and keeps the model for its whole-body IK controllers;
         # nothing robosafe builds reads it, and the compile is ~40 ms of every scene build
         # (14 % of a VLA-Arena file's). The world compiled from the same XML is the same
-        # (tests/test_sim_world.py). Left uncompiled, the attribute stays None: a reader fails
+        # (tests/test_sim_env.py). Left uncompiled, the attribute stays None: a reader fails
         # loudly, never with a wrong model.
         from robosuite.models.robots.robot_model import RobotModel
 
