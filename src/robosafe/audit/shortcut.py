@@ -113,7 +113,8 @@ def load_demos(path: str | Path, cfg: dict[str, Any], *,
     for need in ("observation.state", "action"):
         if need not in ds.features:
             raise DatasetError(f"{ds.root}: no feature {need!r}")
-    rows = [r for r in ds.episodes if r.get("robosafe/success", True) is not False]
+    records = [ds.record(r["episode_index"]) for r in ds.episodes]
+    rows = [r for r in records if r.get("robosafe/success", True) is not False]
     if not rows:
         raise DatasetError(f"{ds.root}: no successful episode to learn from")
     names: list[str] = []

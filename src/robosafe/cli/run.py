@@ -291,7 +291,7 @@ def run(
     out: Path = typer.Option(..., "--out", "-o", help="Run directory to create."),
     policy: str = typer.Option(..., "--policy", "-p",
                                help="random | zero | replay:FILE.npy | probe:CKPT | scripted-careful | "
-                                    "scripted-careless | ws://HOST:PORT"),
+                                    "scripted-careless | lerobot:CHECKPOINT_DIR | ws://HOST:PORT"),
     host: str = typer.Option("robosafe", "--host",
                              help="robosafe (CBDDL tasks in robosafe's simulator) or libero "
                                   "(LIBERO's own envs and protocol; run in LIBERO's env)."),
@@ -310,13 +310,17 @@ def run(
     visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(None, "--images/--no-images",
-                                help="Render camera images (default: for ws:// and probe: policies)."),
+                                help="Render camera images (default: for ws://, probe: and lerobot: "
+                                     "policies)."),
     image_size: int = typer.Option(None, "--image-size", min=8,
                                    help="Rendered image side in pixels (LIBERO default 256)."),
     obs_adapter: str = typer.Option(None, "--obs-adapter",
                                     help="What a ws:// policy is sent: robosuite | "
                                          "robosuite-privileged | openpi-libero (default: the "
-                                         "host's; API key from $ROBOSAFE_POLICY_API_KEY)."),
+                                         "host's; API key from $ROBOSAFE_POLICY_API_KEY); "
+                                         "which observation feeds a lerobot: policy's "
+                                         "inputs: lerobot-robosafe (default) | "
+                                         "lerobot-libero."),
     record_frames: bool = typer.Option(False, "--record-frames",
                                        help="Keep robot state and camera videos per episode "
                                             "(for `robosafe export lerobot`)."),
@@ -347,7 +351,8 @@ def run(
     from robosafe.runner.run import RunConfig
 
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
-    uses_images = policy_kind(policy) in ("remote", "probe") if images is None else images
+    uses_images = (policy_kind(policy) in ("remote", "probe", "lerobot") if images is None
+                   else images)
     if shield != "off" and not resume:
         from robosafe.runner.shield import check_host
 

@@ -9,8 +9,18 @@ Layout (LeRobot ``codebase_version`` "v3.0", learned from lerobot's public sourc
     ROOT/meta/stats.json                         min / max / mean / std / count / q01..q99
     ROOT/meta/robosafe_episodes.parquet          robosafe's own per-episode record (one row
                                                  per episode it wrote, keyed by episode_index)
+                                                 and the same record as JSON in the first frame
+                                                 of the episode (string feature robosafe.record)
     ROOT/data/chunk-000/file-000.parquet         one row per frame
     ROOT/videos/<key>/chunk-000/file-000.mp4     the frames of every episode of one camera
+
+lerobot's own editing tools (``aggregate_datasets``; ``delete_episodes``, ``split_dataset``,
+``merge_datasets`` of ``lerobot.datasets.dataset_tools``) write new datasets from the frames and
+lerobot's own tables and drop any other file of ``meta/``; robosafe's records then survive in
+the frames: ``robosafe.record`` holds the episode's record as JSON on frame 0 and ``""`` on the
+others (a string feature, which lerobot leaves out of its statistics; an episode another tool
+appends holds ``""`` throughout and is read as foreign). :meth:`Dataset.record` reads the side
+file first, else the frame.
 
 A feature of shape ``(1,)`` is a scalar column, ``(n,)`` a fixed-size list column (what the HF
 ``datasets`` ``Sequence(length=n)`` feature LeRobot declares becomes in Arrow). Video features
@@ -37,13 +47,16 @@ import pyarrow.parquet as pq
 
 from robosafe.errors import DatasetError
 from robosafe.formats.lerobot_stats import Stats, as_lists, feature_stats, fold, image_stats
-from robosafe.textio import MAX_FIELD_WIDTH, fill_template, inside, read_json
+from robosafe.textio import MAX_FIELD_WIDTH, fill_template, inside, parse_json, read_json
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
 DATA_FILE_MB, VIDEO_FILE_MB = 100, 200  # lerobot 0.6's defaults
 INFO_PATH, STATS_PATH, TASKS_PATH = "meta/info.json", "meta/stats.json", "meta/tasks.parquet"
 RECORDS_PATH = "meta/robosafe_episodes.parquet"
+#: the per-frame string feature holding robosafe's per-episode record (module docstring)
+RECORD_FEATURE = "robosafe.record"
+RECORD_SPEC = {"dtype": "string", "shape": [1], "names": None}
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
@@ -55,7 +68,8 @@ DEFAULT_FEATURES = {
     "task_index": {"dtype": "int64", "shape": [1], "names": None},
 }
 _ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(),
-          "int32": pa.int32(), "bool": pa.bool_(), "uint8": pa.uint8()}
+          "int32": pa.int32(), "bool": pa.bool_(), "uint8": pa.uint8(),
+          "string": pa.string()}
 
 
 def arrow_type(name: str, ft: dict) -> pa.DataType:
@@ -130,6 +144,8 @@ class DatasetWriter:
     ``features`` are the numeric per-frame features besides LeRobot's defaults (``{name:
     {"dtype", "shape", "names"}}``); ``cameras`` maps a video feature name to its (height,
     width). ``episode_columns`` are extra per-episode columns of ``meta/episodes`` (Arrow types).
+    With :data:`RECORD_FEATURE` among ``features`` (as :data:`RECORD_SPEC`), the writer fills it
+    itself from each episode's ``extra`` (module docstring); the frames never carry it.
     """
 
     def __init__(self, root: str | Path, *, fps: int, features: dict[str, dict],
@@ -164,8 +180,9 @@ class DatasetWriter:
         self.tasks: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.frames = 0
-        self.stats: dict[str, list[Stats]] = {k: [] for k in [*self.features,
-                                                             *DEFAULT_FEATURES]}
+        # lerobot keeps no statistics of string features
+        self.stats: dict[str, list[Stats]] = {k: [] for k in [*self.features, *DEFAULT_FEATURES]
+                                              if k != RECORD_FEATURE}
         self.records: list[dict[str, Any]] = []  # robosafe's per-episode side rows
         self._data: pq.ParquetWriter | None = None
         self._videos: dict[str, _Video] = {}
@@ -202,13 +219,17 @@ class DatasetWriter:
         into the camera's file instead of encoding ``videos[key]``, which are then its decoded
         frames (for the statistics). Returns the episode index."""
         lengths = {k: len(v) for k, v in frames.items()}
-        if set(frames) != set(self.features):
+        if set(frames) != set(self.features) - {RECORD_FEATURE}:
             raise DatasetError(f"episode features {sorted(frames)} differ from the dataset's "
                                f"{sorted(self.features)}")
         n = next(iter(lengths.values()), 0)
         if n == 0 or any(v != n for v in lengths.values()):
             raise DatasetError(f"episode frames have different or zero lengths: {lengths}")
         ep = len(self.rows)
+        if RECORD_FEATURE in self.features:
+            record = np.full(n, "", dtype=object)
+            record[0] = json.dumps(extra or {}, allow_nan=False)
+            frames = {**frames, RECORD_FEATURE: record}
         for name, values in frames.items():
             if self.features[name]["dtype"].startswith("float") and \
                     not np.isfinite(values).all():
@@ -560,6 +581,24 @@ class Dataset:
             if r["episode_index"] == index:
                 return r
         raise DatasetError(f"{self.root}: no episode {index}")
+
+    def record(self, index: int, frames: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """The episode's ``meta/episodes`` row with robosafe's record (``robosafe/*`` keys):
+        from :data:`RECORDS_PATH` where it still matches the episode, else from the episode's
+        first ``robosafe.record`` frame (what survives lerobot's editing tools), else the row
+        alone. ``frames``: the episode's, when already read."""
+        row = self.episode(index)
+        if any(k.startswith("robosafe/") for k in row) or RECORD_FEATURE not in self.features:
+            return row
+        f = self.frames(index) if frames is None else frames
+        values = f.get(RECORD_FEATURE)
+        if values is None or not len(values) or not values[0]:
+            return row
+        where = f"{self.root}: episode {index}: {RECORD_FEATURE}"
+        rec = parse_json(str(values[0]), where, DatasetError)
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected a JSON object")
+        return {**row, **{k: v for k, v in rec.items() if str(k).startswith("robosafe/")}}
 
     def task(self, task_index: Any, where: str) -> str:
         """The task string of a frame's ``task_index``, which must be a row of tasks.parquet."""

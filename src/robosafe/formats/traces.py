@@ -275,6 +275,7 @@ def _own(ds: Dataset) -> Imported:
         where = f"{ds.root}: episode {idx}"
         try:
             f = ds.frames(idx)
+            row = ds.record(idx, f)
             if TRACE_COLUMN not in row:
                 foreign.append(idx)
                 h = _frames_header(ds, f, idx, where)

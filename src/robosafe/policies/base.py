@@ -28,7 +28,8 @@ loop asks after every ``act``, and a host that can leaves the next observation's
 (robosafe's simulator: rendering is most of a rendered step on a CPU). Policy specs on the
 command line: ``random``, ``zero``, ``replay:TRACE_OR_NPY``, ``probe:CHECKPOINT`` (a trained
 shortcut probe, :mod:`robosafe.policies.probe`), ``scripted-careful``,
-``scripted-careless``, ``ws://HOST:PORT`` (a remote policy server).
+``scripted-careless``, ``ws://HOST:PORT`` (a remote policy server), ``lerobot:DIR`` (a LeRobot
+checkpoint, :mod:`robosafe.policies.lerobot`; needs lerobot in this environment).
 """
 
 from __future__ import annotations
@@ -161,9 +162,11 @@ def policy_kind(spec: str) -> str:
         return "scripted"
     if spec.startswith(("ws://", "wss://")):
         return "remote"
+    if spec.startswith("lerobot:"):
+        return "lerobot"
     raise RobosafeError(f"unknown policy {spec!r}: use random, zero, replay:FILE.npy, "
-                        "probe:CHECKPOINT.safetensors, scripted-careful, scripted-careless or "
-                        "ws://HOST:PORT")
+                        "probe:CHECKPOINT.safetensors, scripted-careful, scripted-careless, "
+                        "lerobot:CHECKPOINT_DIR or ws://HOST:PORT")
 
 
 #: the scripted policy of each host's observations (default: robosafe's simulator's)
@@ -175,7 +178,8 @@ def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None
     """A policy from its command-line spec (see the module docstring) for episodes of ``host``:
     scripted policies are the host's own (LIBERO's read LIBERO's privileged observations), and
     a remote policy is sent observations through ``adapter`` (default: the host's, as
-    ``policies/data/adapters.yaml`` says)."""
+    ``policies/data/adapters.yaml`` says), and a LeRobot checkpoint's inputs are made through
+    it (default: ``lerobot-robosafe``)."""
     kind = policy_kind(spec)
     if kind == "random":
         return RandomPolicy()
@@ -187,6 +191,10 @@ def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None
         from robosafe.policies.probe import ProbePolicy
 
         return ProbePolicy(spec.removeprefix("probe:"))
+    if kind == "lerobot":
+        from robosafe.policies.lerobot import LeRobotPolicy
+
+        return LeRobotPolicy(spec.removeprefix("lerobot:"), adapter=adapter)
     if kind == "scripted":
         import importlib
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from robosafe.errors import RobosafeError
-from robosafe.formats.lerobot import DatasetWriter
+from robosafe.formats.lerobot import RECORD_FEATURE, RECORD_SPEC, DatasetWriter
 from robosafe.formats.traces import FORMAT, REPLAY_COLUMN, TRACE_COLUMN, Layout, trace_header
 from robosafe.formats.video import CODEC, CODEC_NAME, PIX_FMT, StreamInfo
 from robosafe.runner.frames import STATE_NAMES
@@ -250,7 +250,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                           "names": ACTION_NAMES.get(dim, [f"a{i}" for i in range(dim)])},
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
         "next.success": {"dtype": "bool", "shape": [1], "names": None},
-        **layout.features()}
+        # the verdicts and trace header again, in the frames: lerobot's tools keep those
+        RECORD_FEATURE: RECORD_SPEC, **layout.features()}
     writer = DatasetWriter(out, fps=fps, features=features,
                            cameras={f"observation.images.{c}": sizes[c] for c in cams},
                            robot_type=items[0].episode.meta.get("embodiment"),

@@ -170,7 +170,8 @@ def replay_dataset(path: str | Path, *, tolerance_m: float = TOLERANCE_M,
         for k, row in enumerate(ds.episodes):
             where = f"{ds.root}: episode {row['episode_index']}"
             try:
-                ep = _replay(ds, row, where, host, tasks, opts, envs)
+                ep = _replay(ds, ds.record(row["episode_index"]), where, host, tasks, opts,
+                             envs)
             except RobosafeError as exc:
                 res.errors.append(exc)
                 continue

@@ -389,6 +389,28 @@ def _frames(where: Path, cfg: RunConfig, env):
 
 
 # -- orchestration ------------------------------------------------------------------------------
+def check_policy_inputs(cfg: RunConfig) -> None:
+    """A learned policy that reads named inputs (``lerobot:DIR``) loads, and every input it
+    reads can be made from the host's first observation of the run's first cell: one error
+    naming both sides before any episode, rather than the same error in every episode. The
+    policy stays cached for this process's episodes; the scene is closed."""
+    from robosafe.policies.base import policy_kind
+
+    if policy_kind(cfg.policy) != "lerobot" or not cfg.tasks:
+        return
+    cell = cfg.cells()[0]
+    text = Path(cfg.tasks[cell.task_id]).read_text(encoding="utf-8")
+    job = CellJob("preflight", cfg.to_json(), cfg.policy, text, cell, cfg.policy)
+    policy = _policy(cfg, cfg.policy)
+    env = _env(job, cfg)
+    try:
+        obs, _ = env.reset(seed=cell.seed)
+        policy.check(obs, env.task_info().to_dict())
+    finally:
+        _ENVS.pop(next(k for k, v in _ENVS.items() if v is env))
+        env.close()
+
+
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
@@ -416,6 +438,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
 
         require_video()
     out = Path(out)
+    check_policy_inputs(cfg)
     if resume:
         open_run(out)  # a clear error before anything is locked or created
     else:
