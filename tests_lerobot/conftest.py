@@ -1,7 +1,7 @@
-"""Datasets robosafe writes, checked with lerobot 0.6.1's own tools (run in the venv that
-scripts/lerobot-env.sh builds: lerobot needs Python >= 3.12, robosafe's simulator does not
-install there, so the datasets are written with DatasetWriter from hand-made traces).
-Every test here is marked `lerobot`."""
+"""Datasets and policies robosafe writes or runs, checked with lerobot 0.6.1's own tools (run
+in the venv that scripts/lerobot-env.sh builds: lerobot with robosafe's simulator beside it,
+numpy 2). Some datasets are written with DatasetWriter from hand-made traces, others by
+`robosafe collect` in the simulator. Every test here is marked `lerobot`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robosafe.formats.lerobot import DatasetWriter
+from robosafe.formats.lerobot import RECORD_FEATURE, RECORD_SPEC, DatasetWriter
 from robosafe.formats.traces import FORMAT, TRACE_COLUMN, Layout, trace_header
 from robosafe.trace.episode import Episode
 
@@ -63,7 +63,8 @@ def write(root, careless: bool, episodes: int = 3):
     feats = {"observation.state": {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]},
              "action": {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]},
              "next.done": {"dtype": "bool", "shape": [1], "names": None},
-             "next.success": {"dtype": "bool", "shape": [1], "names": None}, **lay.features()}
+             "next.success": {"dtype": "bool", "shape": [1], "names": None},
+             RECORD_FEATURE: RECORD_SPEC, **lay.features()}
     w = DatasetWriter(root, fps=FPS, features=feats, cameras={CAMERA: (32, 48)},
                       robot_type="panda")
     rng = np.random.default_rng(7)
@@ -89,3 +90,17 @@ def careful(tmp_path):
 @pytest.fixture
 def careless(tmp_path):
     return write(tmp_path / "careless", careless=True)
+
+
+REPO = Path(__file__).resolve().parents[1]
+#: the dev environment (numpy 1.26, robosafe's simulator): the other side of a served policy
+DEV_PYTHON = REPO / ".venv" / "bin" / "python"
+
+
+def robosafe(*args, python=None, timeout=900, **kw):
+    """``python -m robosafe ARGS`` (this environment's unless ``python``), output captured."""
+    import subprocess
+    import sys
+
+    return subprocess.run([str(python or sys.executable), "-m", "robosafe", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, check=False, **kw)
