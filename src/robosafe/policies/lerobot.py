@@ -224,16 +224,16 @@ class LeRobotPolicy:
         return batch
 
     def check(self, obs: dict[str, Any], task_info: dict[str, Any]) -> None:
-        """Every input the policy reads can be made from the host's observation, and the
-        action widths agree: one error naming both sides, before any episode runs."""
-        dim = task_info.get("action_dim")
-        if dim is not None and int(dim) != self.action_dim:
-            raise RobosafeError(f"{self.where}: the policy acts in {self.action_dim} dimensions, "
-                                f"the host takes {int(dim)}")
-        self.observation(obs)
+        """Every input the policy reads can be made from the host's observation, the action
+        widths agree and the first action is finite: one error naming both sides, before any
+        episode runs. The policy is reset again afterwards."""
+        self.reset(task_info)
+        self.act(obs)
+        self.policy.reset()
 
     # -- the policy protocol ---------------------------------------------------------------------
     def reset(self, task_info: dict[str, Any]) -> None:
+        """lerobot's own reset (its action queue emptied) and the episode's instruction."""
         dim = task_info.get("action_dim")
         if dim is not None and int(dim) != self.action_dim:
             raise RobosafeError(f"{self.where}: the policy acts in {self.action_dim} dimensions, "
