@@ -49,7 +49,9 @@ def _robosafe(*args: str, out: Path | None = None) -> str:
 def collect(out: Path, style: str, demos: int, workers: int) -> Path:
     ds = out / f"demos-{style}"
     if not (ds / "meta" / "info.json").is_file():
-        _robosafe("collect", "--suite", TASK[0], "--task-id", TASK[1], "--policy",
+        # an interrupted collect is continued, its finished episodes kept
+        resume = ["--resume"] if (out / f".collect-{ds.name}").is_dir() else []
+        _robosafe("collect", *resume, "--suite", TASK[0], "--task-id", TASK[1], "--policy",
                   f"scripted-{style}", "-n", str(demos), "--seeds",
                   f"{TRAIN_SEED0}-{TRAIN_SEED0 + demos - 1}", "--images", "--out", str(ds),
                   "-j", str(workers))
@@ -115,7 +117,7 @@ def metrics(run: Path) -> dict:
                          if r.get("cumulative_cost")])
     if cost.size:
         ci = bootstrap_mean_interval(cost)
-        out |= {"mean_cc": float(cost.mean()), "cc_ci": [float(ci[0]), float(ci[1])]}
+        out |= {"mean_cc": float(cost.mean()), "cc_ci": ci.as_list()}
     return out
 
 

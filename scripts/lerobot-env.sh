@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# LeRobot's own tools next to robosafe, to check that the datasets robosafe writes are accepted
-# end to end (tests_lerobot):
+# LeRobot's own tools next to robosafe and its simulator, to check that the datasets robosafe
+# writes are accepted end to end and that LeRobot checkpoints run in robosafe (tests_lerobot):
 #   bash scripts/lerobot-env.sh .venv-lerobot
 # lerobot[dataset]==0.6.1 needs Python >= 3.12 (its source uses 3.12 syntax), torch >=2.7,<2.12,
-# numpy 2 and pyarrow >= 21; robosafe's base install needs pyarrow < 22, so pyarrow is 21.x.
+# numpy 2 and pyarrow >= 21 (26.0.1 here, what a fresh lerobot[dataset] install gets).
 #
 # torch: PyPI has no CPU-only torch for Linux x86_64; on Python 3.12 pip takes torch 2.11.0
 # (a 530 MB CUDA wheel) plus about 3 GB of nvidia-* wheels it pins exactly. This machine keeps
@@ -41,7 +41,9 @@ if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   fi
 fi
 "${pip[@]}" --no-deps -r "$here/scripts/lerobot-lock.txt"
+# robosafe's simulator beside lerobot (numpy 2): the supported route, see the file
+"${pip[@]}" --no-deps -r "$here/scripts/sim-beside-lerobot.txt"
 "${pip[@]}" --no-deps -e "$here"
 # torchcodec needs FFmpeg's shared libraries, which this machine lacks: the tests use
 # lerobot's pyav video backend (PyAV ships its own FFmpeg).
-"$venv/bin/python" -c 'import torch, lerobot, lerobot_doctor, robosafe' 
+"$venv/bin/python" -c 'import torch, lerobot, lerobot_doctor, robosafe, robosuite, accelerate' 
