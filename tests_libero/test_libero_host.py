@@ -38,6 +38,10 @@ def test_installed_into_libero_without_changing_it():
     assert version("robosuite") == "1.4.0"
     assert version("mujoco") == "2.3.7"
     assert version("numpy") == "1.26.4"
+    # robosafe leaves pyarrow open above for lerobot's numpy-2 environments; pyarrow 22+ do not
+    # import under numpy 1, so LIBERO's environment takes one below 22 (scripts/libero-env.sh)
+    assert int(version("pyarrow").split(".")[0]) < 22
+    subprocess.run([sys.executable, "-c", "import pyarrow.parquet"], check=True)
     code = ("import sys, robosafe, robosafe.cli, robosafe.safety.score, robosafe.stats, "
             "robosafe.policies.remote, robosafe.hosts.recorder, robosafe.hosts.libero, "
             "robosafe.runner.run, robosafe.report.html; "

@@ -184,8 +184,28 @@ def _one_line_usage_error(exc: Any) -> None:
     typer.echo(f"robosafe: error: {exc.format_message()}{where}", err=True)
 
 
+def _pyarrow_imports() -> None:
+    """pyarrow 22+ refuse to import under numpy 1 (a numpy-1 stack such as LIBERO's, where pip
+    took the newest pyarrow, since robosafe's base install leaves it open for lerobot's
+    numpy-2 environments): one line naming the fix instead of a traceback in every command."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        if "NumPy" not in str(exc):
+            raise
+        from importlib.metadata import version
+
+        import numpy
+
+        typer.echo(f"robosafe: error: pyarrow {version('pyarrow')} needs numpy 2, this "
+                   f"environment has numpy {numpy.__version__}: pip install "
+                   "'pyarrow>=14,<22'", err=True)
+        raise SystemExit(EXIT_USER_ERROR) from None
+
+
 def main() -> None:
     from typer import rich_utils
 
     rich_utils.rich_format_error = _one_line_usage_error
+    _pyarrow_imports()
     app()
