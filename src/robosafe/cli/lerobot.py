@@ -98,7 +98,7 @@ def collect(
     out: Path = typer.Option(..., "--out", "-o", help="Dataset directory to create."),
     policy: str = typer.Option("scripted-careful", "--policy", "-p",
                                help="scripted-careful | scripted-careless | random | "
-                                    "replay:FILE.npy | ws://HOST:PORT"),
+                                    "replay:FILE.npy | lerobot:CHECKPOINT_DIR | ws://HOST:PORT"),
     suite: str = R.SUITE,
     level: int = R.LEVEL,
     task_id: list[str] = R.TASK_ID,
