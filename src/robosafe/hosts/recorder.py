@@ -620,7 +620,7 @@ class Recorder:
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            log.warning("robosafe: %s: %s", self._where, message)
+            log.warning("%s: %s", self._where, message)
 
     def _warn_gaps(self) -> None:
         """One line per recorder for what its traces will lack: a robot without torque limits
