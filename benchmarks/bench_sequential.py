@@ -35,8 +35,8 @@ import numpy as np
 from scipy.special import gammaln, ndtri
 from scipy.stats import hypergeom
 
+from robosafe.errors import RobosafeError
 from robosafe.stats.sequential import (
-    RobosafeError,
     discordant_log_e,
     futility_log_e,
     pair_probabilities,
@@ -52,7 +52,7 @@ BUDGETS = [50, 100, 200, 500]
 
 def simulate_pairs(rng, p_a, p_b, rho, n, reps):
     """(reps, n) paired differences B - A in {-1, 0, 1}."""
-    p11, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
+    _, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
     u = rng.random((reps, n))
     return np.where(u < p10, 1, np.where(u < p10 + p01, -1, 0)).astype(np.int8)
 
@@ -206,7 +206,7 @@ def main(argv=None):
     for p_a, p_b in PAIRS:
         for rho in rhos:
             try:
-                p11, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
+                _, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
             except RobosafeError:
                 print(f"{p_a:.2f}/{p_b:.2f} {rho:4.1f}    - | no such pair of outcomes")
                 continue
