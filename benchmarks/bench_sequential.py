@@ -16,9 +16,10 @@ Side by side, on the same simulated pairs (seeded):
 Pairs come from Bernoulli(p_A), Bernoulli(p_B) outcomes with Pearson correlation rho (the seed
 shared by a pair makes them correlated; rho = 0 is what unrelated seeds give). Type-I error is
 measured at p_A = p_B, power at p_B > p_A. "Equal power": for each configuration, the smallest
-fixed N at which the Wald test's exact power (enumeration of the trinomial) reaches the
-sequential test's simulated power; ``saving`` = 1 - E[N_seq] / N_fixed, where that power is
-at least 0.8 (below it the budget, not the test, decides most runs).
+fixed N at which the Wald test's exact power (enumeration of the trinomial) reaches 0.8 or
+0.9, against the sequential test given the smallest budget at which its simulated power is the
+same (the 0.8 / 0.9 quantile of its stopping times); ``saving`` = 1 - E[N_seq] / N_fixed. The
+same for unpaired samples against Fisher's exact test.
 
 Run:  python benchmarks/bench_sequential.py [--reps 1000] [--quick]
 """
@@ -88,40 +89,39 @@ def wald_reject(w, lo, n):
     return stat > z
 
 
+def _window(n, p, k=8.0):
+    """Counts 0..n of a Binomial(n, p) within k standard deviations of the mean: outside it
+    the mass is below 1e-14, so the exact sums below skip it."""
+    sd = math.sqrt(n * p * (1 - p)) + 1
+    return np.arange(max(0, int(n * p - k * sd)), min(n, int(n * p + k * sd)) + 1)
+
+
 def wald_power_exact(p10, p01, n):
-    """Exact rejection probability of the fixed-n paired Wald test (sum over every (w, l))."""
-    w, lo = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    """Rejection probability of the fixed-n paired Wald test, summed over every (w, l) that
+    carries mass (the trinomial pmf)."""
+    w, lo = np.meshgrid(_window(n, p10), _window(n, p01), indexing="ij")
     ok = w + lo <= n
-    t = n - w - lo
-    with np.errstate(divide="ignore"):
-        logp = (gammaln(n + 1) - gammaln(w + 1) - gammaln(lo + 1) - gammaln(np.maximum(t, 0) + 1)
+    t = np.maximum(n - w - lo, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = (gammaln(n + 1) - gammaln(w + 1) - gammaln(lo + 1) - gammaln(t + 1)
                 + w * np.log(p10) + lo * np.log(p01)
                 + np.where(t > 0, t * np.log(max(1 - p10 - p01, 1e-300)), 0.0))
     return float(np.exp(logp)[ok & wald_reject(w, lo, n)].sum())
 
 
-def fixed_n_for_power(p10, p01, power, upper):
-    """Smallest n (by bisection; power is not exactly monotone in n, so this is the crossing
-    of a slowly rising curve) with exact Wald power >= ``power``; None above ``upper``."""
-    if wald_power_exact(p10, p01, upper) < power:
-        return None
-    lo, hi = 2, upper
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if wald_power_exact(p10, p01, mid) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def fisher_critical(n):
+    """c[K]: the one-sided Fisher test (B > A, n episodes each) rejects exactly when B's
+    successes are >= c[K], K = both runs' successes together; P(X >= x) <= alpha with X
+    hypergeometric is x - 1 >= isf(alpha)."""
+    K = np.arange(2 * n + 1)
+    return hypergeom.isf(ALPHA, 2 * n, K, n).astype(np.int64) + 1
 
 
 def fisher_reject(ya, yb):
     """One-sided Fisher exact test (B > A) at the budget, on each row."""
     n = ya.shape[1]
     xa, xb = ya.sum(axis=1), yb.sum(axis=1)
-    # P(X >= xb) for X ~ Hypergeometric(2n draws pool, xa + xb successes, n drawn)
-    p = hypergeom.sf(xb - 1, 2 * n, xa + xb, n)
-    return p <= ALPHA
+    return xb >= fisher_critical(n)[xa + xb]
 
 
 def adastop_decisions(rng, p_a, p_b, budget, reps, K=5, B=500):
@@ -142,6 +142,81 @@ def adastop_decisions(rng, p_a, p_b, budget, reps, K=5, B=500):
         larger += dec == "larger"
         used.append(comp.n_iters["B"])
     return larger / reps, float(np.mean(used))
+
+
+def fisher_power_exact(p_a, p_b, n):
+    """Power of the one-sided fixed-n Fisher test, summed over both binomial counts where they
+    carry mass."""
+    from scipy.stats import binom
+
+    ra, rb = _window(n, p_a), _window(n, p_b)
+    xa, xb = np.meshgrid(ra, rb, indexing="ij")
+    rej = xb >= fisher_critical(n)[xa + xb]
+    return float(np.outer(binom.pmf(ra, n, p_a), binom.pmf(rb, n, p_b))[rej].sum())
+
+
+def smallest_n(power_at, args, power, upper):
+    """Smallest n in [2, upper] with power_at(n) >= power, by bisection (power rises with n up
+    to the lattice wobble of a discrete test); None when even ``upper`` falls short."""
+    if power_at(*args, upper) < power:
+        return None
+    lo, hi = 2, upper
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if power_at(*args, mid) >= power else (mid, hi)
+    return hi
+
+
+def sequential_at_power(times, power):
+    """The sequential test given the smallest budget at which it reaches ``power``: that
+    budget (the power-quantile of the stopping times) and E[min(tau, budget)]."""
+    budget = int(np.quantile(times, power, method="higher"))
+    return budget, float(np.minimum(times, budget).mean())
+
+
+def equal_power(rng, R, rhos):
+    """Episodes at equal power (0.8, 0.9): the fixed-N tests' exact N against the sequential
+    test's expected episodes when its budget is just large enough for that power."""
+    print("\n== equal power: pairs needed for power 0.8 / 0.9 (one-sided, alpha 0.05) ==")
+    print("N_wald: exact fixed N of the paired Wald test; seq: budget giving that power and "
+          "E[episodes] (simulated); saving = 1 - E / N_wald")
+    print(f"{'pA/pB':>9} {'rho':>4} | {'N80':>5} {'budget':>6} {'E[N]':>6} {'saving':>6} | "
+          f"{'N90':>5} {'budget':>6} {'E[N]':>6} {'saving':>6}")
+    savings = []
+    for p_a, p_b in PAIRS:
+        for rho in rhos:
+            try:
+                _, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
+            except RobosafeError:
+                continue
+            n80 = smallest_n(wald_power_exact, (p10, p01), 0.8, 4000)
+            n90 = smallest_n(wald_power_exact, (p10, p01), 0.9, 4000)
+            big = 4 * n90
+            d = simulate_pairs(rng, p_a, p_b, rho, big, R)
+            _, times = sequential_stats(d, big)
+            times = np.where(times >= big, np.inf, times).astype(float)
+            cells = []
+            for n_fixed, pw in ((n80, 0.8), (n90, 0.9)):
+                b, e = sequential_at_power(times, pw)
+                savings.append((pw, rho, 1 - e / n_fixed))
+                cells.append(f"{n_fixed:5d} {b:6d} {e:6.0f} {100 * (1 - e / n_fixed):5.0f}%")
+            print(f"{p_a:.2f}/{p_b:.2f} {rho:4.1f} | {cells[0]} | {cells[1]}")
+    for pw in (0.8, 0.9):
+        for rho in rhos:
+            s = [x[2] for x in savings if x[0] == pw and x[1] == rho]
+            if s:
+                print(f"power {pw}, rho {rho}: saving median {100 * np.median(s):.0f}% "
+                      f"(range {100 * min(s):.0f}% to {100 * max(s):.0f}%)")
+    print("\n-- unpaired (independent seeds): Fisher's exact N vs the sequential test --")
+    print(f"{'pA/pB':>9} | {'N80 fisher':>10} {'budget':>6} {'E[N]':>6} {'saving':>6}")
+    for p_a, p_b in PAIRS:
+        n80 = smallest_n(fisher_power_exact, (p_a, p_b), 0.8, 3000)
+        big = 4 * n80
+        ya, yb = rng.random((R, big)) < p_a, rng.random((R, big)) < p_b
+        _, times = sequential_stats(yb.astype(np.int8) - ya.astype(np.int8), big)
+        times = np.where(times >= big, np.inf, times).astype(float)
+        b, e = sequential_at_power(times, 0.8)
+        print(f"{p_a:.2f}/{p_b:.2f} | {n80:10d} {b:6d} {e:6.0f} {100 * (1 - e / n80):5.0f}%")
 
 
 def have(module):
@@ -199,14 +274,13 @@ def main(argv=None):
           + f" (alpha {ALPHA}, simulation s.e. {se:.3f})")
 
     print("\n== power (p_B > p_A): fraction deciding 'B better' by the budget; episodes used ==")
+    print("(seq+d decides 'not_better' where the true gain is below delta: 0.90/0.95)")
     print(f"{'pA/pB':>9} {'rho':>4} {'N':>4} | {'seq':>5} {'E[N]':>6} {'p95':>5} | "
-          f"{'seq+d':>5} {'E[N]':>6} | {'wald':>5} | {'N_wald':>6} {'saving':>6} | "
-          f"{'unp':>5} {'E[N]':>6} {'fisher':>6}")
-    savings = []
+          f"{'seq+d':>5} {'E[N]':>6} | {'wald':>5} | {'unp':>5} {'E[N]':>6} {'fisher':>6}")
     for p_a, p_b in PAIRS:
         for rho in rhos:
             try:
-                _, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
+                pair_probabilities(p_a, p_b, rho)
             except RobosafeError:
                 print(f"{p_a:.2f}/{p_b:.2f} {rho:4.1f}    - | no such pair of outcomes")
                 continue
@@ -216,32 +290,22 @@ def main(argv=None):
                 b2, t2 = sequential_stats(d, N, DELTA)
                 w, lo = (d == 1).sum(axis=1), (d == -1).sum(axis=1)
                 wald = wald_reject(w, lo, N).mean()
-                # equal power is compared where the design is worth running: power >= 0.8
-                nf = fixed_n_for_power(p10, p01, b1.mean(), 4 * N) if b1.mean() >= 0.8 else None
-                saving = None if nf is None else 1 - t1.mean() / nf
-                if saving is not None:
-                    savings.append((p_a, p_b, rho, N, b1.mean(), t1.mean(), nf, saving))
                 ya, yb = rng.random((R, N)) < p_a, rng.random((R, N)) < p_b
                 bu, tu = sequential_stats(yb.astype(np.int8) - ya.astype(np.int8), N)
                 fi = fisher_reject(ya, yb).mean()
                 print(f"{p_a:.2f}/{p_b:.2f} {rho:4.1f} {N:4d} | {b1.mean():5.2f} "
                       f"{t1.mean():6.1f} {np.percentile(t1, 95):5.0f} | {b2.mean():5.2f} "
                       f"{t2.mean():6.1f} | {wald:5.2f} | "
-                      f"{'-' if nf is None else nf:>6} "
-                      f"{'-' if saving is None else f'{100 * saving:5.0f}%':>6} | "
                       f"{bu.mean():5.2f} {tu.mean():6.1f} {fi:6.2f}")
-    if savings:
-        s = np.array([x[-1] for x in savings])
-        print(f"episodes saved against the fixed-N paired Wald test at equal power: median "
-              f"{100 * np.median(s):.0f}%, range {100 * s.min():.0f}% to {100 * s.max():.0f}% "
-              f"over {len(s)} configurations with power >= 0.8")
+
+    equal_power(rng, R, rhos)
 
     if has_adastop:
         # budget 100 (20 per interim): above it AdaStop 0.1.3 fails (np.log of a Python int
         # once C(2n, n) outgrows int64)
         print("\n== AdaStop (unpaired, two-sided, K=5 interims, 500 permutations), budget 100 "
               "per policy ==")
-        ar = 40  # about 0.4 s a run: its permutations are a Python loop
+        ar = 100  # about 0.1 s a run: its permutations are a Python loop
         for p_a, p_b in [(0.7, 0.7), (0.5, 0.6), (0.7, 0.8), (0.8, 0.9)]:
             t = time.perf_counter()
             frac, used = adastop_decisions(rng, p_a, p_b, 100, ar)
