@@ -3,7 +3,9 @@
 Side by side, on the same simulated pairs (seeded):
 
 * ``seq``: robosafe's paired discordant-pair e-process (``robosafe.stats.sequential``), one-sided,
-  stopping at "better" or at the budget;
+  stopping at "better" or at the budget, its threshold calibrated to the budget (fixed in
+  advance) as robosafe does when given one; ``ville`` in the type-I table: the same with the
+  threshold 1/alpha that holds with no budget at all;
 * ``seq+d``: the same with ``delta`` (it also stops at "not better by delta");
 * ``wald``: the fixed-N paired Wald test of paper 002 App. C.1 (T = 1, S = budget), which always
   uses the whole budget;
@@ -38,6 +40,7 @@ from scipy.stats import hypergeom
 
 from robosafe.errors import RobosafeError
 from robosafe.stats.sequential import (
+    calibrated_log_threshold,
     discordant_log_e,
     futility_log_e,
     pair_probabilities,
@@ -64,15 +67,16 @@ def first_crossing(log_e, level, budget):
     return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, budget + 1)
 
 
-def sequential_stats(d, budget, delta=None):
-    """(decided better, stopping times) of the one-sided test on rows of d."""
+def sequential_stats(d, budget, delta=None, calibrate=True):
+    """(decided better, stopping times) of the one-sided test on rows of d, with the budget
+    fixed in advance (the threshold calibrated to it, as robosafe does) or valid forever."""
     w, lo = np.cumsum(d == 1, axis=1), np.cumsum(d == -1, axis=1)
-    level = math.log(1 / ALPHA)
+    level = calibrated_log_threshold(budget, ALPHA) if calibrate else math.log(1 / ALPHA)
     tb = first_crossing(discordant_log_e(w, lo), level, budget)
     if delta is None:
         return tb <= budget, np.minimum(tb, budget)
     k = np.arange(1, budget + 1)[None, :]
-    tf = first_crossing(futility_log_e(w, lo, k, delta), level, budget)
+    tf = first_crossing(futility_log_e(w, lo, k, delta), math.log(1 / ALPHA), budget)
     better = (tb <= budget) & (tb <= tf)
     return better, np.minimum(np.minimum(tb, tf), budget)
 
@@ -89,6 +93,29 @@ def wald_reject(w, lo, n):
     return stat > z
 
 
+def mcnemar_reject(w, lo):
+    """The exact one-sided McNemar (sign) test on the discordant pairs: P(Bin(w + l, 1/2) >= w)
+    <= alpha. Exact where the Wald rule is nominal (few discordant pairs)."""
+    from scipy.stats import binom
+
+    return binom.sf(w - 1, w + lo, 0.5) <= ALPHA
+
+
+def mcnemar_power_exact(p10, p01, n):
+    w, lo = np.meshgrid(_window(n, p10), _window(n, p01), indexing="ij")
+    return _trinomial_mass(p10, p01, n, w, lo, mcnemar_reject(w, lo))
+
+
+def _trinomial_mass(p10, p01, n, w, lo, reject):
+    ok = w + lo <= n
+    t = np.maximum(n - w - lo, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = (gammaln(n + 1) - gammaln(w + 1) - gammaln(lo + 1) - gammaln(t + 1)
+                + w * np.log(p10) + lo * np.log(p01)
+                + np.where(t > 0, t * np.log(max(1 - p10 - p01, 1e-300)), 0.0))
+    return float(np.exp(logp)[ok & reject].sum())
+
+
 def _window(n, p, k=8.0):
     """Counts 0..n of a Binomial(n, p) within k standard deviations of the mean: outside it
     the mass is below 1e-14, so the exact sums below skip it."""
@@ -100,13 +127,7 @@ def wald_power_exact(p10, p01, n):
     """Rejection probability of the fixed-n paired Wald test, summed over every (w, l) that
     carries mass (the trinomial pmf)."""
     w, lo = np.meshgrid(_window(n, p10), _window(n, p01), indexing="ij")
-    ok = w + lo <= n
-    t = np.maximum(n - w - lo, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logp = (gammaln(n + 1) - gammaln(w + 1) - gammaln(lo + 1) - gammaln(t + 1)
-                + w * np.log(p10) + lo * np.log(p01)
-                + np.where(t > 0, t * np.log(max(1 - p10 - p01, 1e-300)), 0.0))
-    return float(np.exp(logp)[ok & wald_reject(w, lo, n)].sum())
+    return _trinomial_mass(p10, p01, n, w, lo, wald_reject(w, lo, n))
 
 
 def fisher_critical(n):
@@ -167,21 +188,39 @@ def smallest_n(power_at, args, power, upper):
     return hi
 
 
-def sequential_at_power(times, power):
-    """The sequential test given the smallest budget at which it reaches ``power``: that
-    budget (the power-quantile of the stopping times) and E[min(tau, budget)]."""
-    budget = int(np.quantile(times, power, method="higher"))
-    return budget, float(np.minimum(times, budget).mean())
+def sequential_at_power(log_e, power):
+    """The sequential test given the smallest budget at which it reaches ``power`` (its
+    threshold calibrated to that budget; bisection over budgets on the same simulated paths):
+    that budget and E[min(tau, budget)]. ``log_e``: (runs, longest budget) evidence paths."""
+    big = log_e.shape[1]
+
+    def run(b):
+        t = first_crossing(log_e[:, :b], calibrated_log_threshold(b, ALPHA), b)
+        return (t <= b).mean(), float(np.minimum(t, b).mean())
+
+    if run(big)[0] < power:
+        return None, None
+    lo, hi = 5, big
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if run(mid)[0] >= power else (mid, hi)
+    return hi, run(hi)[1]
+
+
+def evidence(d):
+    w, lo = np.cumsum(d == 1, axis=1), np.cumsum(d == -1, axis=1)
+    return discordant_log_e(w, lo)
 
 
 def equal_power(rng, R, rhos):
     """Episodes at equal power (0.8, 0.9): the fixed-N tests' exact N against the sequential
     test's expected episodes when its budget is just large enough for that power."""
     print("\n== equal power: pairs needed for power 0.8 / 0.9 (one-sided, alpha 0.05) ==")
-    print("N_wald: exact fixed N of the paired Wald test; seq: budget giving that power and "
-          "E[episodes] (simulated); saving = 1 - E / N_wald")
-    print(f"{'pA/pB':>9} {'rho':>4} | {'N80':>5} {'budget':>6} {'E[N]':>6} {'saving':>6} | "
-          f"{'N90':>5} {'budget':>6} {'E[N]':>6} {'saving':>6}")
+    print("N80/N90: exact fixed N of the paired Wald test (App. C.1) and, after /, of the "
+          "exact McNemar test; seq: the budget giving that power and E[episodes] (simulated); "
+          "saving = 1 - E / N_wald (after /: / N_mcnemar)")
+    print(f"{'pA/pB':>9} {'rho':>4} | {'N80':>9} {'budget':>6} {'E[N]':>6} {'saving':>11} | "
+          f"{'N90':>9} {'budget':>6} {'E[N]':>6} {'saving':>11}")
     savings = []
     for p_a, p_b in PAIRS:
         for rho in rhos:
@@ -189,33 +228,37 @@ def equal_power(rng, R, rhos):
                 _, p10, p01, _ = pair_probabilities(p_a, p_b, rho)
             except RobosafeError:
                 continue
-            n80 = smallest_n(wald_power_exact, (p10, p01), 0.8, 4000)
-            n90 = smallest_n(wald_power_exact, (p10, p01), 0.9, 4000)
-            big = 4 * n90
-            d = simulate_pairs(rng, p_a, p_b, rho, big, R)
-            _, times = sequential_stats(d, big)
-            times = np.where(times >= big, np.inf, times).astype(float)
+            fixed = {pw: (smallest_n(wald_power_exact, (p10, p01), pw, 4000),
+                          smallest_n(mcnemar_power_exact, (p10, p01), pw, 4000))
+                     for pw in (0.8, 0.9)}
+            big = 3 * max(fixed[0.9])
+            log_e = evidence(simulate_pairs(rng, p_a, p_b, rho, big, R))
             cells = []
-            for n_fixed, pw in ((n80, 0.8), (n90, 0.9)):
-                b, e = sequential_at_power(times, pw)
-                savings.append((pw, rho, 1 - e / n_fixed))
-                cells.append(f"{n_fixed:5d} {b:6d} {e:6.0f} {100 * (1 - e / n_fixed):5.0f}%")
+            for pw, (nw, nm) in fixed.items():
+                b, e = sequential_at_power(log_e, pw)
+                if b is None:
+                    cells.append(f"{nw:4d}/{nm:4d} {'>' + str(big):>6} {'-':>6} {'-':>11}")
+                    continue
+                savings.append((pw, rho, 1 - e / nw, 1 - e / nm))
+                cells.append(f"{nw:4d}/{nm:4d} {b:6d} {e:6.0f} {100 * (1 - e / nw):4.0f}%/"
+                             f"{100 * (1 - e / nm):4.0f}%")
             print(f"{p_a:.2f}/{p_b:.2f} {rho:4.1f} | {cells[0]} | {cells[1]}")
     for pw in (0.8, 0.9):
         for rho in rhos:
             s = [x[2] for x in savings if x[0] == pw and x[1] == rho]
+            m = [x[3] for x in savings if x[0] == pw and x[1] == rho]
             if s:
-                print(f"power {pw}, rho {rho}: saving median {100 * np.median(s):.0f}% "
-                      f"(range {100 * min(s):.0f}% to {100 * max(s):.0f}%)")
+                print(f"power {pw}, rho {rho}: saving against Wald median "
+                      f"{100 * np.median(s):.0f}% (range {100 * min(s):.0f}% to "
+                      f"{100 * max(s):.0f}%), against McNemar median {100 * np.median(m):.0f}% "
+                      f"(range {100 * min(m):.0f}% to {100 * max(m):.0f}%)")
     print("\n-- unpaired (independent seeds): Fisher's exact N vs the sequential test --")
     print(f"{'pA/pB':>9} | {'N80 fisher':>10} {'budget':>6} {'E[N]':>6} {'saving':>6}")
     for p_a, p_b in PAIRS:
         n80 = smallest_n(fisher_power_exact, (p_a, p_b), 0.8, 3000)
-        big = 4 * n80
+        big = 3 * n80
         ya, yb = rng.random((R, big)) < p_a, rng.random((R, big)) < p_b
-        _, times = sequential_stats(yb.astype(np.int8) - ya.astype(np.int8), big)
-        times = np.where(times >= big, np.inf, times).astype(float)
-        b, e = sequential_at_power(times, 0.8)
+        b, e = sequential_at_power(evidence(yb.astype(np.int8) - ya.astype(np.int8)), 0.8)
         print(f"{p_a:.2f}/{p_b:.2f} | {n80:10d} {b:6d} {e:6.0f} {100 * (1 - e / n80):5.0f}%")
 
 
@@ -248,25 +291,28 @@ def main(argv=None):
               "not build on Python 3.11)")
 
     print("\n== type-I error (p_A = p_B): fraction deciding 'B better'; episodes used ==")
-    print(f"{'p':>5} {'rho':>4} {'N':>4} | {'seq':>6} {'seq+d':>6} {'wald':>6} | "
+    print(f"{'p':>5} {'rho':>4} {'N':>4} | {'seq':>6} {'ville':>6} {'seq+d':>6} {'wald':>6} | "
           f"{'unp':>6} {'fisher':>6} | {'E[N] seq':>8} {'E[N] seq+d':>10} {'p95 seq+d':>9}")
-    worst = {"seq": 0.0, "seq+d": 0.0, "unp": 0.0, "wald": 0.0, "fisher": 0.0}
+    worst = {"seq": 0.0, "ville": 0.0, "seq+d": 0.0, "unp": 0.0, "wald": 0.0, "fisher": 0.0}
     for p in NULLS:
         for rho in rhos:
             for N in budgets:
                 d = simulate_pairs(rng, p, p, rho, N, R)
                 b1, t1 = sequential_stats(d, N)
+                bv, _ = sequential_stats(d, N, calibrate=False)
                 b2, t2 = sequential_stats(d, N, DELTA)
                 w, lo = (d == 1).sum(axis=1), (d == -1).sum(axis=1)
                 wald = wald_reject(w, lo, N)
                 ya, yb = rng.random((2, R, N)) < p
                 bu, _ = sequential_stats(yb.astype(np.int8) - ya.astype(np.int8), N)
                 fi = fisher_reject(ya, yb)
-                row = {"seq": b1.mean(), "seq+d": b2.mean(), "wald": wald.mean(),
+                row = {"seq": b1.mean(), "ville": bv.mean(), "seq+d": b2.mean(),
+                       "wald": wald.mean(),
                        "unp": bu.mean(), "fisher": fi.mean()}
                 for k, v in row.items():
                     worst[k] = max(worst[k], v)
-                print(f"{p:5.2f} {rho:4.1f} {N:4d} | {row['seq']:6.3f} {row['seq+d']:6.3f} "
+                print(f"{p:5.2f} {rho:4.1f} {N:4d} | {row['seq']:6.3f} {row['ville']:6.3f} "
+                      f"{row['seq+d']:6.3f} "
                       f"{row['wald']:6.3f} | {row['unp']:6.3f} {row['fisher']:6.3f} | "
                       f"{t1.mean():8.1f} {t2.mean():10.1f} {np.percentile(t2, 95):9.0f}")
     se = math.sqrt(ALPHA * (1 - ALPHA) / R)

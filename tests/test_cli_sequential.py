@@ -103,7 +103,7 @@ def test_run_directory_in_seed_order(tmp_path, cli):
 @pytest.mark.parametrize("args,msg", [
     (("--alpha", "0.5"), "alpha must be a number in (0, 0.5)"),
     (("--alpha", "0"), "alpha must be a number in (0, 0.5)"),
-    (("--budget", "5"), "smallest decidable sample is 7"),
+    (("--budget", "4"), "smallest decidable sample is 5"),
     (("--target", "0.5"), "--target and --width apply to one table"),
     (("--metric", "sbu"), "unknown metric"),
     (("--order", "shuffled"), "unknown order"),

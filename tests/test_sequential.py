@@ -15,6 +15,7 @@ from robosafe.stats.sequential import (
     FUTILITY_BETS,
     beta_binomial_cs,
     beta_binomial_log_e,
+    calibrated_log_threshold,
     compare_sequential,
     discordant_log_e,
     futility_log_e,
@@ -125,6 +126,36 @@ def test_not_better_type_one_error_exact(delta, discordance):
                                            delta=delta) <= ALPHA
 
 
+@pytest.mark.parametrize("budget", [30, 60])
+def test_budget_calibrated_threshold_exact(budget):
+    """With the budget fixed in advance the threshold is lowered until the null crossing
+    probability within the budget is alpha: still <= alpha for every q <= 1/2 and concordance
+    rate, and close to alpha at the worst case (all pairs discordant, q = 1/2)."""
+    level = calibrated_log_threshold(budget, ALPHA)
+    assert level < math.log(1 / ALPHA)
+    for discordance in (1.0, 0.5, 0.2):
+        for q in (0.5, 0.45, 0.3):
+            p = paired_crossing_probability("better", discordance * q, discordance * (1 - q),
+                                            budget, calibrated=True)
+            assert p <= ALPHA
+    worst = paired_crossing_probability("better", 0.5, 0.5, budget, calibrated=True)
+    assert 0.04 < worst <= ALPHA
+    for side in ("better", "worse"):
+        assert paired_crossing_probability(side, 0.5, 0.5, budget, two_sided=True,
+                                           calibrated=True) <= ALPHA / 2
+
+
+def test_calibrated_decisions_match_enumeration():
+    """Every one of the 2^12 discordant paths of a fair coin, through compare_sequential with
+    budget 12: the probability of deciding "better" is the DP's, and at most alpha."""
+    n = 12
+    total = sum(0.5 ** n for path in itertools.product((1, -1), repeat=n)
+                if compare_sequential(np.array(path), budget=n).decision == "better")
+    assert total == pytest.approx(
+        paired_crossing_probability("better", 0.5, 0.5, n, calibrated=True), abs=1e-12)
+    assert 0 < total <= ALPHA
+
+
 def test_proportion_coverage_exact():
     for p in (0.05, 0.2, 0.5, 0.7, 0.9, 0.97):
         assert proportion_miscoverage_probability(p, 120) <= ALPHA
@@ -156,11 +187,13 @@ def test_type_one_error_by_simulation_on_a_grid():
     for p in (0.5, 0.8, 0.95):
         for rho in (0.0, 0.5, 0.8):
             d = _simulate_pairs(rng, p, p, rho, budget, reps)
-            wrong = np.mean([compare_sequential(row).decision == "better" for row in d])
-            assert wrong <= ALPHA + 3 * se, (p, rho, wrong)
+            for fixed in (None, budget):  # valid forever / calibrated to the budget
+                wrong = np.mean([compare_sequential(row, budget=fixed).decision == "better"
+                                 for row in d])
+                assert wrong <= ALPHA + 3 * se, (p, rho, fixed, wrong)
             # unpaired: independent streams with equal rates
             ya, yb = rng.random((2, reps, budget)) < p
-            wrong = np.mean([unpaired_sequential(a, b).decision == "better"
+            wrong = np.mean([unpaired_sequential(a, b, budget=budget).decision == "better"
                              for a, b in zip(ya, yb, strict=True)])
             assert wrong <= ALPHA + 3 * se, (p, "unpaired", wrong)
     # not better by delta, at Delta = delta
@@ -212,8 +245,14 @@ def test_decision_is_final():
 def test_budget_truncates_and_smallest_decidable():
     a, b = [0] * 20, [1] * 20
     assert paired_sequential(a, b, budget=10).available == 10
+    # a budget fixed in advance lowers the threshold (calibrated): five straight wins
+    # (probability 1/32 under the null) then decide, four never can
+    r = paired_sequential(a, b, budget=5)
+    assert (r.decision, r.episodes) == ("better", 5)
+    with pytest.raises(RobosafeError, match="smallest decidable sample is 5"):
+        paired_sequential(a, b, budget=4)
     with pytest.raises(RobosafeError, match="smallest decidable sample is 7"):
-        paired_sequential(a, b, budget=6)
+        paired_sequential(a, b, budget=4, calibrate=False)
 
 
 @pytest.mark.parametrize("alpha", [0, 0.5, 0.7, -0.1, True, "0.05"])

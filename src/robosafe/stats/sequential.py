@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -305,44 +306,98 @@ def _budget(n: int, budget: int | None) -> int:
 
 
 def smallest_decidable(alpha: float, two_sided: bool = False,
-                       concentration: float = DEFAULT_CONCENTRATION) -> int:
-    """The fewest pairs that can decide "better": all of them discordant and won by B. A
-    budget below this can never decide; it is an error, not an undecided run."""
-    level = math.log((2.0 if two_sided else 1.0) / check_alpha(alpha))
+                       concentration: float = DEFAULT_CONCENTRATION,
+                       budget: int | None = None) -> int:
+    """The fewest pairs that can decide "better": all of them discordant and won by B (at
+    the threshold calibrated to ``budget`` when one is given). A budget below this can never
+    decide; it is an error, not an undecided run."""
+    a_side = check_alpha(alpha) / (2.0 if two_sided else 1.0)
+    level = (math.log(1.0 / a_side) if budget is None
+             else calibrated_log_threshold(max(int(budget), 1), a_side, concentration))
     k = 1
     while discordant_log_e(k, 0, concentration) < level:
         k += 1
     return k
 
 
+@lru_cache(maxsize=256)
+def calibrated_log_threshold(budget: int, alpha: float,
+                             concentration: float = DEFAULT_CONCENTRATION) -> float:
+    """The smallest threshold on log E (discordant-pair test, one side) whose crossing
+    probability within ``budget`` pairs is at most ``alpha`` under the null, computed exactly.
+
+    Ville's threshold log(1/alpha) holds forever and is conservative over a finite horizon.
+    When the budget is fixed in advance, at most ``budget`` pairs can be discordant, and under
+    H0 the discordant pairs are Bernoulli(q <= 1/2) whatever the concordance rate; crossing is
+    most likely at q = 1/2 (more wins only raise E). So the crossing probability of a fair
+    coin over ``budget`` steps bounds the type-I error at every stopping time up to the
+    budget, and the threshold can be lowered until that probability reaches alpha. The
+    guarantee then ends at the budget: a run extended past it has none.
+    """
+    N = int(budget)
+    alpha = check_alpha(alpha)
+    k = np.arange(N + 1)
+    # log E of every (wins, losses) with wins + losses <= N, once
+    logs = discordant_log_e(k[:, None], k[None, :], concentration)
+
+    def crossing(level: float) -> float:
+        prob = np.zeros(N + 1)
+        prob[0] = 1.0
+        out = 0.0
+        for n in range(1, N + 1):
+            nxt = 0.5 * prob
+            nxt[1:] += 0.5 * prob[:-1]
+            w = np.arange(n + 1)
+            hit = logs[w, n - w] >= level
+            out += float(nxt[: n + 1][hit].sum())
+            nxt[: n + 1][hit] = 0.0
+            prob = nxt
+        return out
+
+    lo, hi = 0.0, math.log(1.0 / alpha)  # Ville: crossing(hi) <= alpha
+    if crossing(lo) <= alpha:
+        return lo
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if crossing(mid) <= alpha else (mid, hi)
+    return hi
+
+
 def compare_sequential(diff: np.ndarray, *, alpha: float = 0.05, delta: float | None = None,
                        two_sided: bool = False, budget: int | None = None,
                        concentration: float = DEFAULT_CONCENTRATION,
-                       design: str = "paired") -> ComparisonDecision:
+                       design: str = "paired", calibrate: bool = True) -> ComparisonDecision:
     """The sequential comparison on paired differences d_i = Y_B - Y_A in {-1, 0, 1}, in the
-    order the pairs were run (see :func:`paired_sequential`)."""
+    order the pairs were run (see :func:`paired_sequential`). With a ``budget`` (and
+    ``calibrate``) the better / worse thresholds are :func:`calibrated_log_threshold`'s."""
     alpha = check_alpha(alpha)
     delta = _check_delta(delta)
     d = np.asarray(diff, dtype=np.int64).ravel()
     n = _budget(d.size, budget)
-    if budget is not None and budget < smallest_decidable(alpha, two_sided, concentration):
-        raise RobosafeError(
-            f"a budget of {budget} pairs can never show B better at alpha={alpha:g}: the "
-            f"smallest decidable sample is {smallest_decidable(alpha, two_sided, concentration)}"
-            " pairs")
+    if budget is not None:
+        least = smallest_decidable(alpha, two_sided, concentration,
+                                   budget=budget if calibrate else None)
+        if budget < least:
+            raise RobosafeError(
+                f"a budget of {budget} pairs can never show B better at alpha={alpha:g}: the "
+                f"smallest decidable sample is {least} pairs")
     d = d[:n]
     w, lo = np.cumsum(d == 1), np.cumsum(d == -1)
     k = np.arange(1, n + 1)
     a_side = alpha / 2 if two_sided else alpha
-    level = math.log(1.0 / a_side)
-    tests = [("better", discordant_log_e(w, lo, concentration))]
+    ville = math.log(1.0 / a_side)
+    # the futility e-process keeps Ville's threshold: its null (Delta >= delta) is a family
+    # over the concordance rate too, with no single worst case to calibrate against
+    sign = (calibrated_log_threshold(int(budget), a_side, concentration)
+            if budget is not None and calibrate else ville)
+    tests = [("better", discordant_log_e(w, lo, concentration), sign)]
     if two_sided:
-        tests.append(("worse", discordant_log_e(lo, w, concentration)))
+        tests.append(("worse", discordant_log_e(lo, w, concentration), sign))
     if delta is not None:
-        tests.append(("not_better", futility_log_e(w, lo, k, delta)))
-    stop, decision = _earliest(((name, path >= level) for name, path in tests), n)
-    ev = tuple(Evidence(name, tuple(float(v) for v in path[:stop]), level)
-               for name, path in tests)
+        tests.append(("not_better", futility_log_e(w, lo, k, delta), ville))
+    stop, decision = _earliest(((name, path >= lv) for name, path, lv in tests), n)
+    ev = tuple(Evidence(name, tuple(float(v) for v in path[:stop]), lv)
+               for name, path, lv in tests)
     return ComparisonDecision(design, decision, stop, n, alpha, two_sided, delta,
                               int(w[stop - 1]) if stop else 0, int(lo[stop - 1]) if stop else 0,
                               ev)
@@ -350,7 +405,7 @@ def compare_sequential(diff: np.ndarray, *, alpha: float = 0.05, delta: float | 
 
 def paired_sequential(y_a: Sequence[float], y_b: Sequence[float], *, alpha: float = 0.05,
                       delta: float | None = None, two_sided: bool = False,
-                      budget: int | None = None,
+                      budget: int | None = None, calibrate: bool = True,
                       concentration: float = DEFAULT_CONCENTRATION) -> ComparisonDecision:
     """Is B better than A? Anytime-valid, on outcomes of the same seeds (pairs), in run order.
 
@@ -368,12 +423,12 @@ def paired_sequential(y_a: Sequence[float], y_b: Sequence[float], *, alpha: floa
     if not a.size:
         raise RobosafeError("no pairs to test")
     return compare_sequential(b - a, alpha=alpha, delta=delta, two_sided=two_sided,
-                              budget=budget, concentration=concentration)
+                              budget=budget, concentration=concentration, calibrate=calibrate)
 
 
 def unpaired_sequential(y_a: Sequence[float], y_b: Sequence[float], *, alpha: float = 0.05,
                         delta: float | None = None, two_sided: bool = False,
-                        budget: int | None = None,
+                        budget: int | None = None, calibrate: bool = True,
                         concentration: float = DEFAULT_CONCENTRATION) -> ComparisonDecision:
     """:func:`paired_sequential` for runs that share no seeds: A's i-th episode is paired with
     B's i-th (both in run order; the longer run's surplus waits for its partner).
@@ -389,7 +444,8 @@ def unpaired_sequential(y_a: Sequence[float], y_b: Sequence[float], *, alpha: fl
     if not m:
         raise RobosafeError("both runs need at least one episode")
     return compare_sequential(b[:m] - a[:m], alpha=alpha, delta=delta, two_sided=two_sided,
-                              budget=budget, concentration=concentration, design="unpaired")
+                              budget=budget, concentration=concentration, design="unpaired",
+                              calibrate=calibrate)
 
 
 def proportion_sequential(y: Sequence[float], *, alpha: float = 0.05,
@@ -432,7 +488,7 @@ def proportion_sequential(y: Sequence[float], *, alpha: float = 0.05,
 
 def multi_sequential(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
                      alpha: float = 0.05, delta: float | None = None, two_sided: bool = False,
-                     budget: int | None = None, paired: bool = True,
+                     budget: int | None = None, paired: bool = True, calibrate: bool = True,
                      concentration: float = DEFAULT_CONCENTRATION) -> MultiDecision:
     """Several metrics (e.g. success and safe) of the same policies at once, each tested at
     alpha / m (Bonferroni): every metric's decision holds, all together, with probability
@@ -443,7 +499,8 @@ def multi_sequential(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]
     each = alpha / len(pairs)
     test = paired_sequential if paired else unpaired_sequential
     return combine(alpha, {m: test(a, b, alpha=each, delta=delta, two_sided=two_sided,
-                                   budget=budget, concentration=concentration)
+                                   budget=budget, calibrate=calibrate,
+                                   concentration=concentration)
                            for m, (a, b) in pairs.items()})
 
 
@@ -473,7 +530,7 @@ def pair_probabilities(p_a: float, p_b: float, rho: float) -> tuple[float, float
 
 def paired_crossing_probability(test: str, p_win: float, p_loss: float, budget: int, *,
                                 alpha: float = 0.05, delta: float | None = None,
-                                two_sided: bool = False,
+                                two_sided: bool = False, calibrated: bool = False,
                                 concentration: float = DEFAULT_CONCENTRATION) -> float:
     """The exact probability that the paired test's ``test`` e-process (better, worse or
     not_better) crosses its threshold at some pair up to ``budget``, when each pair is won by
@@ -485,6 +542,10 @@ def paired_crossing_probability(test: str, p_win: float, p_loss: float, budget: 
     """
     alpha = check_alpha(alpha)
     level = math.log((2.0 if two_sided else 1.0) / alpha)
+    if calibrated and test != "not_better":
+        # the threshold compare_sequential uses when this budget was fixed in advance
+        level = calibrated_log_threshold(int(budget), alpha / (2.0 if two_sided else 1.0),
+                                         concentration)
     p_tie = 1.0 - p_win - p_loss
     if min(p_win, p_loss, p_tie) < -1e-12:
         raise RobosafeError("pair probabilities must be nonnegative and sum to at most 1")
