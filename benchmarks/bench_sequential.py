@@ -23,7 +23,7 @@ fixed N at which the Wald test's exact power (enumeration of the trinomial) reac
 same (the 0.8 / 0.9 quantile of its stopping times); ``saving`` = 1 - E[N_seq] / N_fixed. The
 same for unpaired samples against Fisher's exact test.
 
-Run:  python benchmarks/bench_sequential.py [--reps 1000] [--quick]
+Run:  python benchmarks/bench_sequential.py [--reps 500] [--quick]
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ def have(module):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=500)
     ap.add_argument("--quick", action="store_true", help="budgets 50, 200 and rho 0, 0.8")
     ap.add_argument("--seed", type=int, default=20261128)
     args = ap.parse_args(argv)

@@ -300,7 +300,8 @@ def describe(m: MetricAudit, test: str) -> str:
     unit = "pairs" if test == "paired" else "episode pairs (unpaired)"
     when = (f"after {r.episodes} of {r.available} {unit}; {r.saved} not needed" if r.decided
             else f"after all {r.available} {unit}")
-    last = ", ".join(f"{e.name} {math.exp(e.log_e[-1]):.3g}" for e in r.evidence if e.log_e)
+    last = ", ".join(f"{e.name} {math.exp(e.log_e[-1]):.3g} ({math.exp(e.log_threshold):.3g})"
+                     for e in r.evidence if e.log_e)
     return (f"{m.metric}: {what} {when} (discordant: B won {r.wins_b}, A won {r.wins_a}; "
-            f"e-values {last} vs threshold {math.exp(r.evidence[0].log_threshold):.3g}; "
-            f"alpha={r.alpha:g}{' two-sided' if r.two_sided else ''})")
+            f"e-value (threshold): {last}; alpha={r.alpha:g}"
+            f"{' two-sided' if r.two_sided else ''})")
