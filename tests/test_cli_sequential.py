@@ -31,7 +31,7 @@ B = [1] * 10 + [1] * 20 + [1, 1] * 10
 N = len(A)  # 50 pairs: the first 10 all won by B
 
 
-def make_rundir(path, success, safe):
+def make_rundir(path, success, safe, crashed=()):
     run = create_run(path, {"policy": "p", "policy_name": "p", "suite": "demo",
                             "tasks": ["t0", "t1"], "seeds": list(range(len(success) // 2))},
                      {})
@@ -40,7 +40,9 @@ def make_rundir(path, success, safe):
         cell = Cell(f"t{j % 2}", j // 2, j // 2)
         run.write_outcome(cell, {"suite": "demo", "task_id": cell.task_id,
                                  "episode_idx": cell.episode_idx, "seed": cell.seed,
-                                 "instance_id": cell.instance_id, "success": s, "safe": f})
+                                 "instance_id": cell.instance_id, "success": s, "safe": f,
+                                 **({"error_type": "RuntimeError", "success": 0}
+                                    if j in crashed else {})})
     return path
 
 
@@ -64,7 +66,7 @@ def test_text_and_several_metrics(tmp_path, cli):
     assert proc.returncode == 0, proc.stderr
     assert "success: B better than A after 8 of 50 pairs" in proc.stdout  # alpha/2: 8 wins
     assert "safe: B not better than A by 0.2" in proc.stdout
-    assert "left out, safe unknown: 1 rows of B" in proc.stdout
+    assert "left out (safe unknown or crashed): 1 rows of B" in proc.stdout
     out = json.loads(cli("audit", "sequential", a, b, "--metric", "success", "--metric",
                          "safe", "--delta", "0.2", "--json").stdout)
     assert out["decision"] == "decided" and out["alpha_each"] == 0.025
@@ -94,6 +96,11 @@ def test_run_directory_in_seed_order(tmp_path, cli):
     out = json.loads(cli("audit", "sequential", run, runb, "--json").stdout)
     # seed order: episode 0 of t0, of t1, episode 1 of t0, ... = the list order here
     assert (out["decision"], out["episodes"], out["order"]) == ("better", 7, "episode")
+    # a crashed episode of B takes no part: its pair is left out (A's row has no partner)
+    crashed = make_rundir(tmp_path / "runC", B, [1] * N, crashed=(2,))
+    out = json.loads(cli("audit", "sequential", run, crashed, "--json").stdout)
+    assert (out["decision"], out["episodes"], out["dropped_b"]) == ("better", 7, 1)
+    assert out["unmatched_a"] == 1
     proc = cli("audit", "sequential", run, runb, "--order", "rows")
     assert proc.returncode == 2 and "unknown order" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -14,8 +14,8 @@ order fixed before they were seen.
 
 Pairs join on (suite, task_id, instance_id), as every paired statistic does; rows of one table
 with no partner in the other are left out and counted (a new policy stopped early has fewer
-rows than its baseline). Rows whose metric is empty (a crashed or unscored episode) take no
-part, as in ``results compare``.
+rows than its baseline). Rows whose metric is empty (an unscored episode) or that crashed
+(``error_type`` set) take no part, as in the report, and are counted.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ Key = tuple[str, str, str]
 @dataclass(frozen=True)
 class OrderedOutcomes:
     """One table's 0/1 outcomes for one metric, in run order. ``dropped`` counts the rows
-    whose metric was empty (unknown); ``order`` is how the order was read."""
+    left out (metric empty, or a crashed episode); ``order`` is how the order was read."""
 
     source: str
     metric: str
@@ -137,7 +137,11 @@ def read_ordered(path: str | Path, metric: str, order: str = "auto") -> OrderedO
                     f"{where}: unknown order: episode_idx {ep!r} is not an episode index; "
                     "use --order rows if the file lists episodes in the order they ran"
                     ) from None
-        rows.append((rank, key, _bool(_text(rec.get(metric)), where, metric), where))
+        # a crashed episode (error_type) has no judgement of the policy, whatever its row
+        # holds (the runner writes success 0): like the report, it is in no denominator
+        value = None if _text(rec.get("error_type")) else _bool(_text(rec.get(metric)), where,
+                                                                 metric)
+        rows.append((rank, key, value, where))
     rows.sort(key=lambda r: r[0])
     seen: dict[Key, str] = {}
     for _, key, _, where in rows:

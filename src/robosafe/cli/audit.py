@@ -256,7 +256,7 @@ def sequential(outcomes_a: Path = typer.Argument(..., help="Outcome CSV or run d
         left = [f"{n} {what}" for n, what in ((m.dropped_a, "rows of A"),
                                               (m.dropped_b, "rows of B")) if n]
         if left:
-            typer.echo(f"    left out, {m.metric} unknown: {', '.join(left)}")
+            typer.echo(f"    left out ({m.metric} unknown or crashed): {', '.join(left)}")
         lone = [f"{n} of {w}" for n, w in ((m.unmatched_a, "A"), (m.unmatched_b, "B")) if n]
         if lone:
             typer.echo(f"    rows without a partner: {', '.join(lone)}")
