@@ -28,6 +28,11 @@ Tests (one function per formula, each used by one decision function):
 * several outcomes at once (SR and Safety): each metric's test runs at alpha / m, so the
   probability of any wrong decision is at most alpha (Bonferroni) (:func:`multi_sequential`).
 
+A budget fixed in advance buys power: the threshold of the discordant-pair test is then
+lowered until its null crossing probability within the budget is exactly alpha
+(:func:`calibrated_log_threshold`), and the guarantee holds at every stopping time up to the
+budget, not past it.
+
 Validity is checked exactly, by dynamic programming over every path up to a budget
 (:func:`paired_crossing_probability`, :func:`proportion_miscoverage_probability`), and by
 simulation (tests/test_sequential.py, benchmarks/bench_sequential.py).
@@ -54,7 +59,9 @@ COMPARISON_DECISIONS = ("better", "worse", "not_better", "undecided")
 PROPORTION_DECISIONS = ("above", "below", "width_reached", "undecided")
 
 # The mixing distribution of the discordant-pair test: Beta(c, c) truncated to q > 1/2. c = 1
-# (uniform) spreads the prior over every win rate; the benchmark compares values.
+# (uniform) spreads the prior over every win rate. Measured once (600 simulated runs per
+# case, budget 500, seven rate pairs and correlations): c = 2 used 3-4 % fewer pairs on the
+# small effects and up to 11 % more on the large ones; c = 8 lost 15-60 % on the large ones.
 DEFAULT_CONCENTRATION = 1.0
 # Bets of the futility e-process: fractions of the largest bet that keeps every factor > 0.
 FUTILITY_BETS = tuple(j / 10 for j in range(1, 10))
