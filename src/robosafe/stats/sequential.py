@@ -61,7 +61,8 @@ PROPORTION_DECISIONS = ("above", "below", "width_reached", "undecided")
 # The mixing distribution of the discordant-pair test: Beta(c, c) truncated to q > 1/2. c = 1
 # (uniform) spreads the prior over every win rate. Measured once (600 simulated runs per
 # case, budget 500, seven rate pairs and correlations): c = 2 used 3-4 % fewer pairs on the
-# small effects and up to 11 % more on the large ones; c = 8 lost 15-60 % on the large ones.
+# small effects and up to 11 % more on the large ones; c = 8 needed 10-64 % more on all but
+# the smallest.
 DEFAULT_CONCENTRATION = 1.0
 # Bets of the futility e-process: fractions of the largest bet that keeps every factor > 0.
 FUTILITY_BETS = tuple(j / 10 for j in range(1, 10))
