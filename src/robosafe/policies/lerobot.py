@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.policies.remote import _as_uint8_image, axis_angle, check_adapter
+from robosafe.policies.remote import as_uint8_image, axis_angle, check_adapter
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class LeRobotPolicy:
             have = f"it has {', '.join(cams)}" if cams else "it renders none: run with --images"
             raise RobosafeError(f"{self.where}: the policy reads {name} from the host's {key}, "
                                 f"which the host does not give ({have})")
-        img = _as_uint8_image(np.asarray(obs[key]))
+        img = as_uint8_image(np.asarray(obs[key]))
         h, w = shape[-2:]
         if img.shape[:2] != (h, w):
             from PIL import Image

@@ -106,7 +106,7 @@ def _is_privileged(key: str) -> bool:
     return not key.startswith(ROBOT_PREFIX) and key.endswith(PRIVILEGED_SUFFIXES)
 
 
-def _as_uint8_image(img: np.ndarray) -> np.ndarray:
+def as_uint8_image(img: np.ndarray) -> np.ndarray:
     if img.dtype == np.uint8:
         return img
     if img.dtype.kind == "f":  # renderers that return floats use [0, 1]
@@ -126,7 +126,7 @@ def wire_observation(observation: dict[str, Any], instruction: str | None = None
         if isinstance(value, np.ndarray):
             if value.dtype.kind not in "biuf":
                 continue
-            out[key] = _as_uint8_image(value) if key.endswith("_image") else value
+            out[key] = as_uint8_image(value) if key.endswith("_image") else value
         elif isinstance(value, (np.bool_, np.integer, np.floating, bool, int, float, str)):
             out[key] = value
     if instruction is not None and "prompt" not in out:
@@ -215,7 +215,7 @@ def adapt_observation(observation: dict[str, Any], instruction: str | None, adap
     out: dict[str, Any] = {}
     size = spec.get("image_size")
     for wire, key in (spec.get("images") or {}).items():
-        img = _as_uint8_image(need(key))
+        img = as_uint8_image(need(key))
         out[wire] = resize_with_pad(img, int(size)) if size else img
     for wire, parts in (spec.get("state") or {}).items():
         vals = [axis_angle(need(p.removeprefix("axis_angle:"))) if p.startswith("axis_angle:")
