@@ -79,11 +79,15 @@ def train(out: Path, ds: Path, style: str, args: argparse.Namespace) -> tuple[Pa
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    # the trainer's log goes to a file (progress visible, and the trainer outlives this script
+    # if it is stopped: a pipe would end it at its next line)
+    log = out / f"train-{style}.log"
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False, env=env)
     took = time.perf_counter() - t0
     if proc.returncode != 0 or not ckpt.is_dir():
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"learned_policy: lerobot-train failed ({proc.returncode})")
+        sys.stderr.write(log.read_text(encoding="utf-8")[-3000:])
+        raise SystemExit(f"learned_policy: lerobot-train failed ({proc.returncode}), see {log}")
     (where / "robosafe_train_s.json").write_text(json.dumps(took))
     return ckpt, took
 
