@@ -60,6 +60,7 @@ def _hide_hidden_arguments() -> None:
 
 _hide_hidden_arguments()
 
+
 _log = logging.getLogger("robosafe.cli")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -81,6 +82,7 @@ def user_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _finite_numbers(kwargs)
         try:
             return fn(*args, **kwargs)
         except RobosafeError as err:
@@ -93,6 +95,29 @@ def user_errors(fn: Callable) -> Callable:
             fail(f"{err.filename}: {err.strerror or err}")
 
     return wrapper
+
+
+def _finite_numbers(values: dict[str, Any]) -> None:
+    """Every float option refuses nan and inf, which the parser accepts: a NaN margin or level
+    compares false with everything, so it slips through every range check, and it has no JSON
+    spelling (run.json would not be JSON). Checked here, once for every command."""
+    import math
+
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"{_option_name(name)}: {value} is not a finite number")
+
+
+def _option_name(name: str) -> str:
+    """How the user spelled the parameter ``name`` of the running command (``--shield-margin``,
+    an argument's metavar), for messages about its value."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    for param in ctx.command.params if ctx is not None else ():
+        if param.name == name:
+            return max(param.opts, key=len) if param.opts else name.upper()
+    return "--" + name.replace("_", "-")
 
 
 def warn(message: str) -> None:
@@ -119,6 +144,23 @@ def resolve_workers(workers: int) -> int:
     import os
 
     return workers or max(1, (os.cpu_count() or 1) // 2)
+
+
+def max_memory_option() -> Any:
+    """--max-memory of the commands whose exact computations grow with the sizes given
+    (robosafe.budget): over the limit they say what they would need instead of trying."""
+    from robosafe.budget import DEFAULT_MEMORY, GIB
+
+    return typer.Option(DEFAULT_MEMORY / GIB, "--max-memory",
+                        help="GiB this command may plan to hold; a larger computation is "
+                             "refused up front, saying what it would need.")
+
+
+def memory_limit(max_memory: float) -> Any:
+    """The block in which the command's computations keep to --max-memory."""
+    from robosafe.budget import gib, memory_budget
+
+    return memory_budget(gib(max_memory))
 
 
 def deprecated_option(old: str) -> Any:

@@ -131,7 +131,7 @@ def collect(
 
     check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
-    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds),
+    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds, episodes),
                     horizon=horizon, suite=suite, images=images, record_frames=True,
                     assets=R.asset_source(assets, "robosafe"))
     cfg.seed_list()  # one seed per episode, checked before anything is created

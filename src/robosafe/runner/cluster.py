@@ -28,6 +28,7 @@ from typing import Any, Self
 
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
+from robosafe.redact import redact_url
 from robosafe.runner.run import CellJob, CellResult, _version, run_job
 
 log = logging.getLogger(__name__)
@@ -46,17 +47,33 @@ def _ray():
     return ray
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a Ray address: ``HOST:PORT`` or ``ray://HOST:PORT`` (Ray Client);
+    None for ``auto`` (Ray finds the local cluster itself). Anything else is one line naming
+    the address (credentials masked) and the forms Ray takes."""
+    if address == "auto":
+        return None
+    rest = address[len("ray://"):] if address.lower().startswith("ray://") else address
+    rest = rest.rsplit("@", 1)[-1].split("/", 1)[0]
+    host, _, port = rest.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536 or "://" in rest or not host:
+        raise RobosafeError(f"Ray address {redact_url(address)!r}: expected HOST:PORT, "
+                            "ray://HOST:PORT or auto (--ray-address / RAY_ADDRESS)")
+    return host.strip("[]"), int(port)
+
+
 def _reachable(address: str) -> None:
     """One line, before Ray's own minute of retries, when nothing listens at ``address``."""
-    if address == "auto" or "://" in address:
-        return  # Ray finds / dials these itself
-    host, _, port = address.rpartition(":")
+    where = _host_port(address)
+    if where is None:
+        return
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+        with socket.create_connection(where, timeout=5):
             pass
-    except (OSError, ValueError) as exc:
-        raise RobosafeError(f"cannot reach the Ray cluster at {address!r} ({exc}); start it "
-                            "with `ray start --head` or fix --ray-address / RAY_ADDRESS") from None
+    except OSError as exc:
+        raise RobosafeError(f"cannot reach the Ray cluster at {redact_url(address)!r} ({exc}); "
+                            "start it with `ray start --head` or fix --ray-address / "
+                            "RAY_ADDRESS") from None
 
 
 def preflight(address: str | None) -> None:
@@ -88,8 +105,8 @@ def connect(ray, address: str | None, workers: int) -> bool:
         # an existing cluster brings its own resources: sizing it here is Ray's error
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RobosafeError(f"cannot connect to the Ray cluster at {address!r}: "
-                            f"{str(exc).splitlines()[0]}") from None
+        raise RobosafeError(f"cannot connect to the Ray cluster at {redact_url(address)!r}: "
+                            f"{redact_url(str(exc).splitlines()[0])}") from None
     return True
 
 

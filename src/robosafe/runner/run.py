@@ -32,11 +32,20 @@ from typing import Any
 
 import numpy as np
 
+from robosafe.budget import MAX_EPISODES, MAX_HORIZON, check_count
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
 from robosafe.redact import redact_url
-from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run, open_run
+from robosafe.runner.rundir import (
+    Cell,
+    RunDir,
+    atomic_write_bytes,
+    config_text,
+    create_run,
+    open_run,
+    task_texts,
+)
 
 BACKENDS = ("local", "ray")
 
@@ -94,6 +103,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         from robosafe.hosts.registry import host_spec
 
+        self._check_sizes()
         # settings a host decides itself (LIBERO: its own assets and robosuite's controller,
         # whatever --assets / --controller say): run.json records what the episodes used
         for key, value in host_spec(self.host).fixed.items():
@@ -108,6 +118,21 @@ class RunConfig:
                                    {k: arena_suite(v) for k, v in self.tasks.items()})
         elif self.arena_evaluator is not None:
             raise RobosafeError("an arena evaluator applies to cost mode vla-arena only")
+
+    def _check_sizes(self) -> None:
+        """Every size of the run priced before anything is built (robosafe.budget): a run of
+        a billion episodes or steps is refused here, not found out by running out of memory."""
+        if self.episodes < 1:
+            raise RobosafeError(f"episodes must be at least 1, got {self.episodes}")
+        check_count("episodes of the run (tasks x levels x -n)",
+                    len(self.tasks) * len(self.language_levels) * len(self.visual_levels)
+                    * self.episodes, MAX_EPISODES,
+                    "each is an outcome row and a trace file, and the run lists them all")
+        if self.horizon is not None:
+            if self.horizon < 1:
+                raise RobosafeError(f"--horizon must be at least 1 step, got {self.horizon}")
+            check_count("--horizon", self.horizon, MAX_HORIZON,
+                        "steps of one episode, each kept in memory until its trace is written")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -339,7 +364,8 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
                              # reset state)
                              num_env_steps=len(actions), note=note or None).to_json()
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
-        detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
+        detail = _run_copy_names(
+            job, str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3))
         # a client library's message can quote the URL it connected to, credentials included
         steps = env.steps if env is not None else 0
         result = CellResult(cell, OutcomeRow(
@@ -349,6 +375,15 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         shutil.rmtree(work, ignore_errors=True)
     result.row["wall_s"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def _run_copy_names(job: CellJob, text: str) -> str:
+    """``text`` with this worker's temporary task files named as the run's own copies
+    (RUN_DIR/tasks/ID.bddl, the same text), which the user can open; the temporary folder is
+    gone once the worker is."""
+    for (task_id, _), path in _TASK_FILES.items():
+        text = text.replace(str(path), str(Path(job.run_key) / "tasks" / f"{task_id}.bddl"))
+    return text
 
 
 def _chunks(path: Path, put: Callable[[bytes], Any] | None) -> list[Any]:
@@ -397,10 +432,11 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
 
     policy_kind(cfg.policy)
     spec = host_spec(cfg.host)
-    if cfg.shield != "off" and not resume:
-        from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
+    from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
 
-        ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
+    # checked with the shield off too: run.json records these settings either way
+    ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
+    if cfg.shield != "off" and not resume:
         check_host(cfg.host)
         check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
     if cfg.placement_jitter and (not spec.supports("placement_jitter")
@@ -420,9 +456,8 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         open_run(out)  # a clear error before anything is locked or created
     else:
         cfg.seed_list()
-        missing = [p for p in cfg.tasks.values() if not Path(p).is_file()]
-        if missing:
-            raise RobosafeError(f"task file not found: {missing[0]}")
+        check_task_files(cfg)
+        config_text(cfg.to_json())
     lock = DirLock.acquire(make_dir(out), "run directory")
     try:
         if resume:
@@ -444,6 +479,25 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         raise
     run.policy_spec, run.lock = cfg.policy, lock
     return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
+
+
+def check_task_files(cfg: RunConfig) -> None:
+    """Every task file of the run read (and, for a host that runs task files, parsed and
+    validated) in the driver, before the run directory exists: an error names the user's
+    file, where a worker's would name its own temporary copy and leave a half-made run."""
+    from robosafe.hosts.registry import host_spec
+
+    if host_spec(cfg.host).task == "file":
+        from robosafe.tasks.parser import parse_file
+        from robosafe.tasks.validate import validate_task
+
+        for path in cfg.tasks.values():
+            if not Path(path).is_file():
+                raise RobosafeError(f"task file not found: {path}")
+            errors = validate_task(parse_file(path), str(path))
+            if errors:
+                raise errors[0]
+    task_texts(cfg.tasks)
 
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",

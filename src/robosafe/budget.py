@@ -1,0 +1,85 @@
+"""Work budgets: every size a user gives is priced before any work is done.
+
+A few characters on a command line (``--seeds 0-999999999``, ``--tasks 1000 --samples 1000``)
+can ask for more memory than the machine has; discovered by allocating, that is a MemoryError
+traceback or a process killed minutes later. Each command instead computes what a size would
+cost and, over the limit, stops with one line saying what it would need and what the limit is
+(docs/guide/safeguards.md, "Work budget"). Limits a user could mean to exceed (the memory of an
+exact cutoff computation) are raised by an option; the others are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from robosafe.errors import RobosafeError
+
+GIB = 1 << 30
+
+#: memory one computation may plan to hold unless the user raises it (``--max-memory``): what a
+#: laptop can spare beside its other work
+DEFAULT_MEMORY = 2 * GIB
+
+#: episodes of one run (tasks x language levels x visual levels x episodes): every cell is a row
+#: of outcomes.csv and a trace file, and the run holds its cell list in memory
+MAX_EPISODES = 1_000_000
+
+#: control steps of one episode: a trace keeps every step in memory until it is written
+MAX_HORIZON = 100_000
+
+#: steps the shield predicts ahead at every control step: 50 s at 20 Hz, longer than any task's
+#: own episode (30 s); each step is simulated once per candidate action
+MAX_SHIELD_HORIZON = 1_000
+
+_limit = [DEFAULT_MEMORY]
+
+
+class BudgetError(RobosafeError):
+    """A size that would cost more than its limit; the message says what it would need."""
+
+
+def memory_limit() -> int:
+    """Bytes one computation may plan to hold (see :func:`memory_budget`)."""
+    return _limit[0]
+
+
+@contextmanager
+def memory_budget(limit: int | None) -> Iterator[None]:
+    """Within the block, computations may plan to hold ``limit`` bytes (None: the default)."""
+    before = _limit[0]
+    _limit[0] = DEFAULT_MEMORY if limit is None else int(limit)
+    try:
+        yield
+    finally:
+        _limit[0] = before
+
+
+def gib(text_or_number: float, what: str = "--max-memory") -> int:
+    """A memory limit given in GiB (``--max-memory 8``) as bytes; a positive finite number."""
+    value = float(text_or_number)
+    if not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"{what}: expected a positive number of GiB, got {text_or_number}")
+    return int(value * GIB)
+
+
+def size_text(nbytes: float) -> str:
+    """Bytes as the one unit a reader takes in at a glance (``7.5 GiB``, ``12 MiB``)."""
+    for unit, scale in (("TiB", GIB << 10), ("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def check_memory(what: str, nbytes: float, option: str = "--max-memory") -> None:
+    """Refuse ``what`` before it allocates when it would need more than the limit."""
+    if nbytes > _limit[0]:
+        raise BudgetError(f"{what} would need about {size_text(nbytes)} of memory, over the "
+                          f"limit of {size_text(_limit[0])} (raise it with {option})")
+
+
+def check_count(what: str, count: int, limit: int, why: str) -> None:
+    """Refuse a count over its fixed ``limit``; ``why`` says what each unit costs."""
+    if count > limit:
+        raise BudgetError(f"{what}: {count:,} is over the limit of {limit:,} ({why})")
