@@ -278,7 +278,13 @@ def tasks_below(folder: Path) -> dict[str, str]:
     files = sorted(p for p in folder.rglob("*.bddl") if p.is_file())
     if not files:
         fail(f"--task-dir: no *.bddl file below {folder}")
-    return {".".join(p.relative_to(folder).with_suffix("").parts): str(p) for p in files}
+    tasks: dict[str, str] = {}
+    for p in files:
+        name = ".".join(p.relative_to(folder).with_suffix("").parts)
+        if name in tasks:  # a/x.bddl and a.x.bddl: one id, and one of them would not run
+            fail(f"two tasks named {name}: {tasks[name]} and {p}")
+        tasks[name] = str(p)
+    return tasks
 
 
 def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
