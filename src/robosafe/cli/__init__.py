@@ -18,9 +18,12 @@ import typer
 
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
+from robosafe.redact import redact_logs, redact_url
 
-# Library warnings and notes are log records; the CLI prints each as its one stderr line.
+# Library warnings and notes are log records; the CLI prints each as its one stderr line, with
+# the credentials of any URL in it masked.
 install_stderr_lines()
+redact_logs()
 
 
 def _hide_flag_types() -> None:
@@ -72,8 +75,9 @@ EXIT_USER_ERROR = 2
 
 
 def fail(message: str) -> None:
-    """Print one error line and exit 2."""
-    typer.echo(f"robosafe: error: {message}", err=True)
+    """Print one error line and exit 2 (any URL in it with its credentials masked: a message
+    may quote a --policy, --ray-address or --endpoint the user gave)."""
+    typer.echo(f"robosafe: error: {redact_url(message)}", err=True)
     raise typer.Exit(EXIT_USER_ERROR)
 
 
@@ -223,7 +227,7 @@ def _one_line_usage_error(exc: Any) -> None:
     "Possible options" hint stays in the message."""
     ctx = getattr(exc, "ctx", None)
     where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-    typer.echo(f"robosafe: error: {exc.format_message()}{where}", err=True)
+    typer.echo(f"robosafe: error: {redact_url(exc.format_message())}{where}", err=True)
 
 
 def main() -> None:

@@ -391,6 +391,12 @@ def run(
         from robosafe.runner.shield import check_host
 
         check_host(host)  # before the host's tasks are looked up (LIBERO's import takes time)
+    if task_dir is not None:
+        from robosafe.outputs import check_outside
+
+        # the run copies its tasks under OUT/tasks: inside the folder, the next --task-dir
+        # run of it would find them as tasks of its own
+        check_outside(out, {"--task-dir folder": task_dir})
     if _host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
     else:

@@ -53,13 +53,23 @@ def _host_port(address: str) -> tuple[str, int] | None:
     the address (credentials masked) and the forms Ray takes."""
     if address == "auto":
         return None
-    rest = address[len("ray://"):] if address.lower().startswith("ray://") else address
-    rest = rest.rsplit("@", 1)[-1].split("/", 1)[0]
+    client = address.lower().startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    rest = (rest.rsplit("@", 1)[-1] if client else rest).split("/", 1)[0]
     host, _, port = rest.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536 or "://" in rest or not host:
-        raise RobosafeError(f"Ray address {redact_url(address)!r}: expected HOST:PORT, "
+    if (not port.isdigit() or not 0 < int(port) < 65536 or "://" in rest or "@" in rest
+            or not host):
+        raise RobosafeError(f"Ray address {_shown(address)!r}: expected HOST:PORT, "
                             "ray://HOST:PORT or auto (--ray-address / RAY_ADDRESS)")
     return host.strip("[]"), int(port)
+
+
+def _shown(address: str) -> str:
+    """``address`` as messages show it: the user information of a URL, or of a bare
+    ``USER:PASSWORD@HOST:PORT`` (which no Ray address has, but a user may type), masked."""
+    if "://" in address:
+        return redact_url(address)
+    return f"***@{address.rsplit('@', 1)[1]}" if "@" in address else address
 
 
 def _reachable(address: str) -> None:
@@ -71,7 +81,7 @@ def _reachable(address: str) -> None:
         with socket.create_connection(where, timeout=5):
             pass
     except OSError as exc:
-        raise RobosafeError(f"cannot reach the Ray cluster at {redact_url(address)!r} ({exc}); "
+        raise RobosafeError(f"cannot reach the Ray cluster at {_shown(address)!r} ({exc}); "
                             "start it with `ray start --head` or fix --ray-address / "
                             "RAY_ADDRESS") from None
 
@@ -105,7 +115,7 @@ def connect(ray, address: str | None, workers: int) -> bool:
         # an existing cluster brings its own resources: sizing it here is Ray's error
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RobosafeError(f"cannot connect to the Ray cluster at {redact_url(address)!r}: "
+        raise RobosafeError(f"cannot connect to the Ray cluster at {_shown(address)!r}: "
                             f"{redact_url(str(exc).splitlines()[0])}") from None
     return True
 

@@ -36,7 +36,7 @@ from robosafe.budget import MAX_EPISODES, MAX_HORIZON, check_count
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
-from robosafe.redact import redact_url
+from robosafe.redact import redact_logs, redact_url
 from robosafe.runner.rundir import (
     Cell,
     RunDir,
@@ -428,9 +428,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.hosts.registry import host_spec
-    from robosafe.policies.base import policy_kind
-
-    policy_kind(cfg.policy)
+    check_policy_spec(cfg.policy)
     spec = host_spec(cfg.host)
     from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
 
@@ -479,6 +477,28 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         raise
     run.policy_spec, run.lock = cfg.policy, lock
     return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
+
+
+def check_policy_spec(spec: str) -> None:
+    """The policy spec checked in the driver, before the run directory exists, as far as that
+    costs nothing: its kind, a replay file's actions, a server URL's host and port. Found by
+    the workers, each would be a crashed episode of a run that had to be removed first."""
+    from urllib.parse import urlsplit
+
+    from robosafe.policies.base import ReplayPolicy, policy_kind
+
+    kind = policy_kind(spec)
+    if kind == "replay":
+        ReplayPolicy(spec.removeprefix("replay:"))
+    elif kind == "remote":
+        try:
+            url = urlsplit(spec)
+            ok = bool(url.hostname) and url.port is not None
+        except ValueError:  # a port that is not a number in 0..65535
+            ok = False
+        if not ok:
+            raise RobosafeError(f"--policy {redact_url(spec)!r}: expected ws://HOST:PORT or "
+                                "wss://HOST:PORT with a port in 1..65535")
 
 
 def check_task_files(cfg: RunConfig) -> None:
@@ -549,7 +569,7 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
     running: dict[Any, CellJob] = {}
     # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                             initializer=install_stderr_lines) as pool:
+                             initializer=_worker_start) as pool:
         # one cell per worker in flight: the worker that just finished is the one that takes
         # the next cell, which is of the scene it has built where one is left
         while queue and len(running) < workers:
@@ -563,6 +583,12 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
                     job = queue.take(finished, running.values())
                     running[pool.submit(run_job, job)] = job
                 store(f.result())
+
+
+def _worker_start() -> None:
+    """A pool worker's set-up: robosafe's stderr lines, URL credentials masked, as the CLI's."""
+    install_stderr_lines()
+    redact_logs()
 
 
 def _scene(job: CellJob) -> tuple:
