@@ -230,8 +230,22 @@ def _one_line_usage_error(exc: Any) -> None:
     typer.echo(f"robosafe: error: {redact_url(exc.format_message())}{where}", err=True)
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (``kill``, a scheduler's stop) ends robosafe as an exception, so what a command
+    holds is released on the way out: a run stops its pool workers, writes outcomes.csv and
+    unlocks its directory, and temporary folders are removed (Python's default would end the
+    process with none of that)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main() -> None:
     from typer import rich_utils
 
     rich_utils.rich_format_error = _one_line_usage_error
+    _exit_on_sigterm()
     app()

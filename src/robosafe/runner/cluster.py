@@ -94,9 +94,10 @@ def preflight(address: str | None) -> None:
         _reachable(address)
 
 
-def connect(ray, address: str | None, workers: int) -> bool:
+def connect(ray, address: str | None, workers: int) -> str | bool:
     """Connect to the cluster at ``address`` / ``$RAY_ADDRESS``, or start a private one of
-    ``workers`` CPUs when none is named. True when this call started Ray (and must stop it)."""
+    ``workers`` CPUs when none is named. Truthy when this call started Ray (and must stop it):
+    for a private cluster, the temporary folder its session lives in (removed with it)."""
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -108,8 +109,14 @@ def connect(ray, address: str | None, workers: int) -> bool:
             # where it changes how later `ray start` clusters authenticate; a private cluster
             # lives for one run, so its token lives in this process's environment only.
             os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-        ray.init(num_cpus=workers, **quiet)
-        return True
+        import tempfile
+
+        # Ray's session files (logs, sockets, spilled objects) in a folder of this run's own,
+        # removed when it ends, instead of a session folder under /tmp/ray left behind; short,
+        # as Ray's socket paths are limited
+        temp = tempfile.mkdtemp(prefix="rsray")
+        ray.init(num_cpus=workers, _temp_dir=temp, **quiet)
+        return temp
     _reachable(address)
     try:
         # an existing cluster brings its own resources: sizing it here is Ray's error
@@ -212,6 +219,13 @@ def run_on_ray(jobs: list[CellJob], workers: int,
     finally:
         if started:
             ray.shutdown()
+        if isinstance(started, str):
+            import shutil
+
+            from robosafe.runner.run import sweep_scratch
+
+            shutil.rmtree(started, ignore_errors=True)
+            sweep_scratch()  # the private cluster's workers' folders, once they are gone
     if len(per_node) > 1 or address or os.environ.get("RAY_ADDRESS"):
         log.log(NOTE, "episodes per Ray node: %s",
                     ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))

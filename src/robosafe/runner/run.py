@@ -228,19 +228,56 @@ class CellResult:
     node: str = ""
 
 
+SCRATCH_PREFIX = "robosafe-worker-"
+
+
 def _scratch() -> Path:
-    """This worker process's own temporary folder (task files, traces and frames in the making)."""
+    """This worker process's own temporary folder (task files, traces and frames in the making),
+    named with the process id: the folders of processes that died without cleaning up (kill -9,
+    a Ray worker stopped with its cluster) are removed by the next one (``sweep_scratch``)."""
     import atexit
     import tempfile
 
     if "dir" not in _SCRATCH:
-        d = Path(tempfile.mkdtemp(prefix="robosafe-worker-"))
-        atexit.register(shutil.rmtree, d, True)
+        sweep_scratch()
+        d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        atexit.register(_remove_scratch)
         _SCRATCH["dir"] = d
     return _SCRATCH["dir"]
 
 
 _SCRATCH: dict[str, Path] = {}
+
+
+def _remove_scratch() -> None:
+    d = _SCRATCH.pop("dir", None)
+    if d is not None:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def sweep_scratch() -> int:
+    """Remove the scratch folders of robosafe processes that no longer exist (on this machine's
+    temporary folder); the number removed. A live process's folder, or one whose id now names
+    another live process, is left alone."""
+    import tempfile
+
+    removed = 0
+    for d in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = d.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _task_file(task_id: str, text: str) -> Path:
@@ -575,20 +612,59 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
         while queue and len(running) < workers:
             job = queue.take(None, running.values())
             running[pool.submit(run_job, job)] = job
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for f in done:
-                finished = running.pop(f)
-                if queue:
-                    job = queue.take(finished, running.values())
-                    running[pool.submit(run_job, job)] = job
-                store(f.result())
+        try:
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    finished = running.pop(f)
+                    if queue:
+                        job = queue.take(finished, running.values())
+                        running[pool.submit(run_job, job)] = job
+                    store(f.result())
+        except BaseException:
+            _stop_workers(pool)
+            raise
 
 
 def _worker_start() -> None:
-    """A pool worker's set-up: robosafe's stderr lines, URL credentials masked, as the CLI's."""
+    """A pool worker's set-up: robosafe's stderr lines, URL credentials masked, as the CLI's;
+    and it ends (its scratch folder removed) when told to or when the driver is gone: a pool
+    worker blocks on a pipe the other workers also hold open, so a killed driver's workers
+    would otherwise wait under init for ever, each with its scene in memory."""
+    import signal
+    import threading
+
     install_stderr_lines()
     redact_logs()
+    signal.signal(signal.SIGTERM, lambda *_: _end_worker(128 + signal.SIGTERM))
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
+                     name="robosafe-parent-watch").start()
+
+
+#: how often a pool worker looks whether its driver is still there
+PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # re-parented (to init or a subreaper) once it dies
+        time.sleep(PARENT_POLL_S)
+    _end_worker(1)
+
+
+def _end_worker(status: int) -> None:
+    _remove_scratch()
+    os._exit(status)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers now (SIGTERM: each removes its scratch folder): the driver is
+    stopping, and shutting the pool down would wait for the episodes in flight."""
+    # the processes first: shutting down forgets them
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
 
 
 def _scene(job: CellJob) -> tuple:
