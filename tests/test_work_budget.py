@@ -175,3 +175,35 @@ def test_run_json_is_strict_json_or_nothing_is_made(tmp_path):
     with pytest.raises(RobosafeError, match=r"a number JSON cannot write \(shield_margin\)"):
         create_run(tmp_path / "run", {"policy": "zero", "shield_margin": float("nan")}, {})
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\n\r\n", None],
+                         ids=["http", "silent"])
+def test_a_ray_address_that_answers_but_is_not_ray_is_one_line(tmp_path, reply):
+    """Ray would retry such a listener for minutes; a gRPC server (Ray's) answers an HTTP/2
+    preface with a SETTINGS frame, this one does not (or says nothing)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+            if reply is not None:
+                conn.sendall(reply)
+            else:
+                conn.recv(1024)  # holds the connection open, silent, until the client leaves
+
+    threading.Thread(target=answer, daemon=True).start()
+    out = tmp_path / "run"
+    with server:
+        _one_line(cli("run", "-o", out, "-p", "zero", "--suite", "demo", "--backend", "ray",
+                      "--ray-address", f"127.0.0.1:{port}"),
+                  f"'127.0.0.1:{port}' answers but is not a Ray cluster (no gRPC reply); fix "
+                  "--ray-address / RAY_ADDRESS")
+    assert not out.exists()

@@ -78,12 +78,37 @@ def _reachable(address: str) -> None:
     if where is None:
         return
     try:
-        with socket.create_connection(where, timeout=5):
-            pass
+        with socket.create_connection(where, timeout=PROBE_S) as conn:
+            grpc = _answers_grpc(conn)
     except OSError as exc:
         raise RobosafeError(f"cannot reach the Ray cluster at {_shown(address)!r} ({exc}); "
                             "start it with `ray start --head` or fix --ray-address / "
                             "RAY_ADDRESS") from None
+    if not grpc:
+        raise RobosafeError(f"{_shown(address)!r} answers but is not a Ray cluster (no gRPC "
+                            "reply); fix --ray-address / RAY_ADDRESS")
+
+
+#: seconds to wait for a named cluster to accept a connection, then to answer it
+PROBE_S = 5.0
+#: an HTTP/2 client's connection preface and an empty SETTINGS frame: every gRPC server, Ray's
+#: GCS and Ray Client's server among them, answers with a SETTINGS frame of its own
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _answers_grpc(conn: socket.socket) -> bool:
+    """Whether the listener on ``conn`` speaks HTTP/2 (gRPC, as Ray does). Ray itself would
+    retry a listener that does not for two minutes and more; this takes one round trip, or
+    PROBE_S of silence."""
+    conn.settimeout(PROBE_S)
+    conn.sendall(_H2_PREFACE)
+    head = b""
+    try:
+        while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
+            head += chunk
+    except TimeoutError:
+        return False
+    return len(head) == 9 and head[3] == 4  # a frame header whose type is SETTINGS
 
 
 def preflight(address: str | None) -> None:
