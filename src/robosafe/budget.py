@@ -33,6 +33,10 @@ MAX_HORIZON = 100_000
 #: own episode (30 s); each step is simulated once per candidate action
 MAX_SHIELD_HORIZON = 1_000
 
+#: processes of one command (-j/--workers): each is a Python interpreter with its own scene or
+#: reader, some 0.3-0.6 GB; more than this is no machine's count of cores
+MAX_WORKERS = 1024
+
 _limit = [DEFAULT_MEMORY]
 
 
@@ -61,7 +65,8 @@ def gib(text_or_number: float, what: str = "--max-memory") -> int:
     value = float(text_or_number)
     if not math.isfinite(value) or value <= 0:
         raise BudgetError(f"{what}: expected a positive number of GiB, got {text_or_number}")
-    return int(value * GIB)
+    # past an exbibyte the limit means "none": clamped, so the byte count stays a number
+    return int(min(value, float(1 << 30)) * GIB)
 
 
 def size_text(nbytes: float) -> str:

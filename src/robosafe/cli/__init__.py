@@ -138,8 +138,11 @@ AUTO_WORKERS_HELP = "Parallel processes (0 = auto: one per two CPU cores, at lea
 
 
 def workers_option(help: str = AUTO_WORKERS_HELP) -> Any:
-    """The -j/--workers option every parallel command shares: one default (0 = auto)."""
-    return typer.Option(0, "--workers", "-j", min=0, help=help)
+    """The -j/--workers option every parallel command shares: one default (0 = auto), at most
+    robosafe.budget.MAX_WORKERS processes (each holds an interpreter and its scene)."""
+    from robosafe.budget import MAX_WORKERS
+
+    return typer.Option(0, "--workers", "-j", min=0, max=MAX_WORKERS, help=help)
 
 
 def resolve_workers(workers: int) -> int:

@@ -381,8 +381,8 @@ def _envelope_bytes(T: int, S: int, R: int, rows: int, l_max: int) -> int:
     R > 1 adds the compiled DP's two working tables over every partial sum (X, L, D)."""
     dmax = T * (3 * R - 2) + 1
     table = rows * (T + 1 if R == 1 else dmax) * R
-    if R == 1:
-        return 8 * 6 * table
+    if R == 1:  # and the greedy's dozen arrays over one task's 2S + 1 differences
+        return 8 * 6 * table + 8 * 12 * (2 * S + 1)
     work = R * (2 * R * S * T + 1) * (dmax // (2 * R) + 2)
     return 8 * (2 * work + 2 * R * (l_max + 1) * dmax + 6 * table)
 
@@ -478,8 +478,13 @@ def _last_failure(A: np.ndarray, T: int, S: int, R: int, c: float) -> np.ndarray
     """Per A, the largest L in L_A that does not reject at Q_hi (0 if none)."""
     RN = R * S * T
     # Q <= N R^2 for every table, so every L above the first L rejecting at N R^2 rejects.
-    top = 1
-    while not _rejects(top, S * RN * R, S, c):
+    # That first L, from the closed form and then the literal rule (float rounding): a count
+    # up from 1 would take c sqrt(N) R steps, minutes for a huge N
+    sq = S * RN * R
+    top = max(1, math.floor(c * math.sqrt(sq / S)))
+    while top > 1 and _rejects(top - 1, sq, S, c):
+        top -= 1
+    while not _rejects(top, sq, S, c):
         top += 1
     if top == 1:
         return np.zeros(len(A), dtype=np.int64)
