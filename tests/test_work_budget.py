@@ -5,6 +5,7 @@ are refused for every float option, and every check of a run's inputs comes befo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -206,4 +207,24 @@ def test_a_ray_address_that_answers_but_is_not_ray_is_one_line(tmp_path, reply):
                       "--ray-address", f"127.0.0.1:{port}"),
                   f"'127.0.0.1:{port}' answers but is not a Ray cluster (no gRPC reply); fix "
                   "--ray-address / RAY_ADDRESS")
+    assert not out.exists()
+
+
+def test_json_output_writes_a_number_that_is_not_one_as_null(capsys):
+    """An older run.json may hold a bare NaN (a --shield-margin nan before it was refused):
+    `results show --json` and the like print JSON's null for it, as for every missing number."""
+    from robosafe.cli import emit_json
+
+    emit_json({"shield_margin": float("nan"), "q": [float("inf"), 1.5]}, None, True)
+    assert json.loads(capsys.readouterr().out) == {"shield_margin": None, "q": [None, 1.5]}
+
+
+def test_an_empty_vla_arena_assets_folder_is_refused_before_any_episode(tmp_path):
+    empty = tmp_path / "assets"
+    empty.mkdir()
+    out = tmp_path / "run"
+    _one_line(cli("run", "-o", out, "-p", "zero", "--suite", "demo", "--assets", "vla-arena",
+                  env={**os.environ, "ROBOSAFE_VLA_ARENA_ASSETS": str(empty)}),
+              f"$ROBOSAFE_VLA_ARENA_ASSETS={empty}: holds no asset folders; point it at the "
+              "assets folder itself")
     assert not out.exists()

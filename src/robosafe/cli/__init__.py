@@ -124,6 +124,19 @@ def _option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite as None, through dicts and lists."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def warn(message: str) -> None:
     """One warning line on stderr (never stdout, which may carry --json)."""
     _log.warning("%s", message)
@@ -196,7 +209,10 @@ def out_option(positional: Path | None, out: Path | None) -> Path:
 
 
 def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
-    text = json.dumps(payload, indent=2, allow_nan=False)
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except ValueError:  # NaN / inf (an older run.json may hold one): JSON's null, as elsewhere
+        text = json.dumps(_finite(payload), indent=2, allow_nan=False)
     if out:
         try:
             with open(out, "w") as fh:

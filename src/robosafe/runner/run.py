@@ -498,7 +498,9 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         if resume:
             run = open_run(out)
             stored = RunConfig.from_json(run.config)
-            if stored.identity() != cfg.identity():
+            # compared as run.json writes them: equal settings are never "different" for a
+            # formatting reason (a tuple against a list, a NaN an older run.json holds)
+            if _identity_text(stored) != _identity_text(cfg):
                 raise RobosafeError(f"{out}: --resume with a different configuration than the "
                                     "run was started with (policy, tasks, episodes, seeds or "
                                     "levels)")
@@ -555,6 +557,12 @@ def check_task_files(cfg: RunConfig) -> None:
             if errors:
                 raise errors[0]
     task_texts(cfg.tasks)
+
+
+def _identity_text(cfg: RunConfig) -> str:
+    import json
+
+    return json.dumps(cfg.identity(), sort_keys=True, default=str)
 
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",

@@ -69,6 +69,10 @@ def _find_root(cfg: dict[str, str], *, nonempty: bool) -> Path | None:
         path = Path(env).expanduser()
         if not path.is_dir():
             raise RobosafeError(f"${cfg['env']}={env}: not a directory")
+        if nonempty and not any(p.is_dir() for p in path.iterdir()):
+            # every asset would then be a stand-in, which a run would only say in warnings
+            raise RobosafeError(f"${cfg['env']}={env}: holds no asset folders; point it at "
+                                "the assets folder itself")
         return path
     spec = importlib.util.find_spec(cfg["package"])
     if spec is not None and spec.submodule_search_locations:
