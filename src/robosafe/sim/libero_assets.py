@@ -140,7 +140,8 @@ def _row(source: str, key: str) -> dict[str, Any]:
 
 def missing_file(source: str, key: str) -> str | None:
     """The first file the asset needs that none of its folders holds (the XML, then the
-    meshes and textures it names), relative to the assets folder; None when all are there."""
+    meshes and textures it names), relative to the assets folder; None when all are there.
+    An XML that is there but cannot be parsed is an error naming it."""
     roots = _roots(source)
     rel = Path(_row(source, key)["xml"])
     src = _find(rel, roots)
@@ -148,8 +149,10 @@ def missing_file(source: str, key: str) -> str | None:
         return str(rel)
     try:
         top = ET.parse(src).getroot()
-    except (OSError, ET.ParseError):
-        return str(rel)
+    except (OSError, ET.ParseError) as exc:
+        # there but unreadable (garbage, an entity bomb expat refuses): an error naming the
+        # file, not "not found" and a stand-in nobody asked for
+        raise RobosafeError(f"{src}: cannot read asset ({exc})") from None
     for el, ref in _file_refs(top, rel):
         if _find(ref, roots) is None:
             return str(ref)
