@@ -77,12 +77,33 @@ def test_run_sizes_and_options_are_refused_before_the_run_folder(tmp_path, args,
       "--alpha", "inf"], "--alpha: inf is not a finite number"),
     (["audit", "paired", "a.csv", "b.csv", "--max-memory", "nan"],
      "--max-memory: nan is not a finite number"),
+    (["score", "x.jsonl", "--bootstrap", "99999999999"],
+     ("--bootstrap: 99,999,999,999 is over the limit of 1,000,000 (resamples, each of every "
+     "episode)")),
+    (["report", "run", "--bootstrap", "1000001"],
+     "--bootstrap: 1,000,001 is over the limit of 1,000,000 (resamples, each of every episode)"),
+    (["audit", "disagreement", "a.csv", "b.csv", "--bootstrap", "1000001"],
+     "--bootstrap: 1,000,001 is over the limit of 1,000,000 (resamples, each of every episode)"),
+    (["sim", "record", "Lift", "-o", "t.jsonl", "--steps", "999999999"],
+     ("--steps: 999,999,999 is over the limit of 100,000 (steps of one episode, each kept in "
+     "memory until its trace is written)")),
+    (["sim", "run", "x.bddl", "-o", "t.jsonl", "--horizon", "0"],
+     "--horizon must be at least 1 step, got 0"),
+    (["grounding", "generate", "-o", "g", "--size", "100000"],
+     "--size: 100,000 is over the limit of 4,096 (pixels on a side, 3 bytes each per frame)"),
+    (["run", "-o", "r", "-p", "zero", "--suite", "demo", "--image-size", "4097"],
+     ("--image-size: 4,097 is over the limit of 4,096 (pixels on a side, 3 bytes each per "
+     "frame)")),
+    (["score", "x.jsonl", "-j", "1025"],
+     ("Invalid value for '--workers' / '-j': Input should be less than or equal to 1024 (see "
+     "python -m robosafe score --help)")),
     (["suites", "check", "--num-seeds", "999999999999"],
      ("--num-seeds: 999,999,999,999 is over the limit of 1,000,000 (the episodes a check may "
      "run, one per seed and task)")),
 ])
-def test_other_commands_refuse_sizes_and_non_numbers(args, message):
-    _one_line(cli(*args), message)
+def test_other_commands_refuse_sizes_and_non_numbers(tmp_path, args, message):
+    _one_line(cli(*args, cwd=tmp_path), message)
+    assert list(tmp_path.iterdir()) == []  # nothing made
 
 
 def test_a_cutoff_shape_over_the_memory_limit_says_what_it_would_need():

@@ -33,6 +33,14 @@ MAX_HORIZON = 100_000
 #: own episode (30 s); each step is simulated once per candidate action
 MAX_SHIELD_HORIZON = 1_000
 
+#: bootstrap resamples (--bootstrap): each resamples every episode, so a million is already
+#: minutes for a large run; the default is 10,000
+MAX_BOOTSTRAP = 1_000_000
+
+#: side of a rendered image in pixels (--image-size, grounding's --size): one RGB frame of 4096 px
+#: is 48 MiB, per camera and step
+MAX_IMAGE_SIZE = 4096
+
 #: processes of one command (-j/--workers): each is a Python interpreter with its own scene or
 #: reader, some 0.3-0.6 GB; more than this is no machine's count of cores
 MAX_WORKERS = 1024
@@ -82,6 +90,29 @@ def check_memory(what: str, nbytes: float, option: str = "--max-memory") -> None
     if nbytes > _limit[0]:
         raise BudgetError(f"{what} would need about {size_text(nbytes)} of memory, over the "
                           f"limit of {size_text(_limit[0])} (raise it with {option})")
+
+
+def check_horizon(steps: int, what: str = "--horizon") -> None:
+    """Refuse an episode of no step or longer than MAX_HORIZON steps."""
+    if steps < 1:
+        raise RobosafeError(f"{what} must be at least 1 step, got {steps}")
+    check_count(what, steps, MAX_HORIZON,
+                "steps of one episode, each kept in memory until its trace is written")
+
+
+def check_episodes(episodes: int, what: str = "-n/--episodes") -> None:
+    """Refuse more than MAX_EPISODES episodes of one command."""
+    check_count(what, episodes, MAX_EPISODES, "episodes, each kept until it is written")
+
+
+def check_image_size(pixels: int, what: str) -> None:
+    """Refuse images larger than MAX_IMAGE_SIZE on a side."""
+    check_count(what, pixels, MAX_IMAGE_SIZE, "pixels on a side, 3 bytes each per frame")
+
+
+def check_bootstrap(n_boot: int) -> None:
+    """Refuse more bootstrap resamples than MAX_BOOTSTRAP (one check for every command)."""
+    check_count("--bootstrap", n_boot, MAX_BOOTSTRAP, "resamples, each of every episode")
 
 
 def check_count(what: str, count: int, limit: int, why: str) -> None:

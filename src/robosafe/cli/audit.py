@@ -59,7 +59,9 @@ def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs o
     agreement): mean pairwise disagreement between repeated runs over their shared instances,
     with an instance-bootstrap interval."""
     from robosafe.audit.disagreement import disagreement
+    from robosafe.budget import check_bootstrap
 
+    check_bootstrap(bootstrap)  # before the runs are read
     r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
     if as_json:
         emit_json(r.to_dict(), None, True)

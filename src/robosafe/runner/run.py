@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from robosafe.budget import MAX_EPISODES, MAX_HORIZON, check_count
+from robosafe.budget import MAX_EPISODES, check_count, check_horizon, check_image_size
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
@@ -129,10 +129,9 @@ class RunConfig:
                     * self.episodes, MAX_EPISODES,
                     "each is an outcome row and a trace file, and the run lists them all")
         if self.horizon is not None:
-            if self.horizon < 1:
-                raise RobosafeError(f"--horizon must be at least 1 step, got {self.horizon}")
-            check_count("--horizon", self.horizon, MAX_HORIZON,
-                        "steps of one episode, each kept in memory until its trace is written")
+            check_horizon(self.horizon)
+        if self.image_size is not None:
+            check_image_size(self.image_size, "--image-size")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
