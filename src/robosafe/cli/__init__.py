@@ -63,7 +63,6 @@ def _hide_hidden_arguments() -> None:
 
 _hide_hidden_arguments()
 
-
 _log = logging.getLogger("robosafe.cli")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,

@@ -464,10 +464,10 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.hosts.registry import host_spec
-    check_policy_spec(cfg.policy)
-    spec = host_spec(cfg.host)
     from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
 
+    check_policy_spec(cfg.policy)
+    spec = host_spec(cfg.host)
     # checked with the shield off too: run.json records these settings either way
     ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
     if cfg.shield != "off" and not resume:
