@@ -33,6 +33,8 @@ RUN_CASES = [
     (["-n", "1000000000"],
      ("episodes of the run (tasks x levels x -n): 5,000,000,000 is over the limit of "
      "1,000,000 (each is an outcome row and a trace file, and the run lists them all)")),
+    (["--visual-level", "2,0,2"],
+     "--visual-level: level 2 is given twice; each level is run once"),
     (["--language-level", "0-99999999999"],
      ("--language-level: '0-99999999999' gives 100,000,000,000 numbers, more than the levels "
      "0..4 (5)")),

@@ -61,24 +61,29 @@ def _at_most(count: int, text: str, what: str, most: int, of: str) -> None:
 
 def seed_option(text: str | None, episodes: int | None = None) -> tuple[int, ...]:
     """--seeds of run and collect: () (the default 0..N-1) only when the option is absent. One
-    seed per episode (``episodes``, when known), each once: two episodes of one seed would be
-    one instance twice, which the paired tests refuse only after the run."""
+    seed per episode (``episodes``, when known), each once."""
     if text is None:
         return ()
     most, of = ((episodes, f"the episodes per task (-n {episodes})") if episodes is not None
                 else (MAX_EPISODES, "the episodes a run may hold"))
-    seeds = _ints(text, "--seeds", most, of)
+    return _once(_ints(text, "--seeds", most, of), "--seeds", "seed",
+                 "each episode needs a seed of its own")
+
+
+def _once(values: tuple[int, ...], what: str, noun: str, why: str) -> tuple[int, ...]:
+    """``values``, refused when one is given twice: a seed or level twice is the same cells
+    twice (one instance id for two episodes), which the paired tests refuse only after the run."""
     seen: set[int] = set()
-    for seed in seeds:
-        if seed in seen:
-            raise RobosafeError(f"--seeds: seed {seed} is given twice; each episode needs a "
-                                "seed of its own")
-        seen.add(seed)
-    return seeds
+    for v in values:
+        if v in seen:
+            raise RobosafeError(f"{what}: {noun} {v} is given twice; {why}")
+        seen.add(v)
+    return values
 
 
 def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
-    levels = _ints(text, what, top + 1, f"the levels 0..{top}")
+    levels = _once(_ints(text, what, top + 1, f"the levels 0..{top}"), what, "level",
+                   "each level is run once")
     bad = [v for v in levels if not 0 <= v <= top]
     if not levels or bad:
         raise RobosafeError(f"{what}: levels must be in 0..{top}, got {text!r}")
