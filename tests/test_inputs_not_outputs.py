@@ -99,3 +99,19 @@ def test_no_secret_reaches_stderr_from_a_policy_or_ray_address(tmp_path):
         assert "secret" not in proc.stderr and "***@" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "r").exists()
+
+
+def test_an_endpoint_with_credentials_in_it_is_refused_masked():
+    """urllib would not send a URL's user information, and its errors would quote it in the
+    answer records; the key belongs in the API-key variable."""
+    import pytest
+
+    from robosafe.errors import RobosafeError
+    from robosafe.grounding.client import chat_url
+
+    with pytest.raises(RobosafeError) as err:
+        chat_url("HTTPS://alice:secret@api.example/v1")
+    assert str(err.value) == ("endpoint 'HTTPS://***@api.example/v1': credentials in the URL "
+                              "are not sent; give the API key in $OPENAI_API_KEY (or "
+                              "--api-key-env)")
+    assert chat_url("HTTPS://api.example/v1/") == "HTTPS://api.example/v1/chat/completions"
