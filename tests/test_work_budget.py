@@ -119,6 +119,7 @@ def test_a_cutoff_shape_over_the_memory_limit_says_what_it_would_need():
                          "--max-memory)")
 
 
+@pytest.mark.slow
 def test_a_million_sample_success_benchmark_fits_in_bounded_memory(tmp_path):
     """T = S = 1000 with R = 1 once took a 7.46 GiB table: L_forall now builds only the gaps it
     searches and a claim's class only its own gap. The cutoff is the first gap every compatible
@@ -201,8 +202,10 @@ def test_run_json_is_strict_json_or_nothing_is_made(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\n\r\n", None],
-                         ids=["http", "silent"])
+@pytest.mark.parametrize("reply", [
+    pytest.param(b"HTTP/1.1 400 Bad Request\r\n\r\n", id="http"),
+    # waits out the probe's 5 s of silence
+    pytest.param(None, id="silent", marks=pytest.mark.slow)])
 def test_a_ray_address_that_answers_but_is_not_ray_is_one_line(tmp_path, reply):
     """Ray would retry such a listener for minutes; a gRPC server (Ray's) answers an HTTP/2
     preface with a SETTINGS frame, this one does not (or says nothing)."""
