@@ -103,3 +103,23 @@ def test_the_scratch_folder_of_a_dead_process_is_swept(tmp_path, monkeypatch):
     assert sweep_scratch() == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [mine.name, other.name] + ([stale.name] if expected == 0 else []))
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.serial  # starts a Ray cluster of its own
+def test_a_private_ray_run_leaves_no_temp_folder(tmp_path):
+    """The cluster's session files live in a folder of the run's own, removed with it, and its
+    workers' scratch folders are swept once they are gone."""
+    pytest.importorskip("ray")
+    from conftest import run_robosafe
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = run_robosafe("run", "-p", "random", "--task", TASKS[0], "-n", "2", "--horizon", "5",
+                        "--backend", "ray", "-j", "1", "--out", tmp_path / "run",
+                        env={**os.environ, "TMPDIR": str(tmp), "MUJOCO_GL": "egl",
+                             "RAY_ADDRESS": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "run" / "outcomes").glob("*.json"))) == 2
+    assert list(tmp.iterdir()) == []

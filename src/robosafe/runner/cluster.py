@@ -47,6 +47,10 @@ def _ray():
     return ray
 
 
+#: the longest temporary folder a private cluster's session folder goes into (see connect)
+SHORT_TMP = 30
+
+
 def _host_port(address: str) -> tuple[str, int] | None:
     """(host, port) of a Ray address: ``HOST:PORT`` or ``ray://HOST:PORT`` (Ray Client);
     None for ``auto`` (Ray finds the local cluster itself). Anything else is one line naming
@@ -137,9 +141,13 @@ def connect(ray, address: str | None, workers: int) -> str | bool:
         import tempfile
 
         # Ray's session files (logs, sockets, spilled objects) in a folder of this run's own,
-        # removed when it ends, instead of a session folder under /tmp/ray left behind; short,
-        # as Ray's socket paths are limited
-        temp = tempfile.mkdtemp(prefix="rsray")
+        # removed when it ends, instead of a session folder under /tmp/ray left behind. Its
+        # sockets (.../session_<date>_<time>_<pid>/sockets/plasma_store, some 70 bytes) must
+        # fit a Unix socket path's 107 bytes: a long temporary folder gives way to /tmp
+        base = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+        if len(base) > SHORT_TMP and os.path.isdir("/tmp"):
+            base = "/tmp"
+        temp = tempfile.mkdtemp(prefix="rsray", dir=base)
         ray.init(num_cpus=workers, _temp_dir=temp, **quiet)
         return temp
     _reachable(address)
