@@ -55,6 +55,13 @@ RUN_CASES = [
     (["--shield", "monitor", "--shield-margin", "-inf"],
      "--shield-margin: -inf is not a finite number"),
     (["--backend", "bogus"], "--backend: 'bogus' is not local or ray"),
+    # the policy spec as far as it costs nothing: a server's port, a replay file
+    (["-p", "ws://localhost:99999"],
+     ("--policy 'ws://localhost:99999': expected ws://HOST:PORT or wss://HOST:PORT with a port "
+     "in 1..65535")),
+    (["-p", "replay:/nonexistent/a.npy"],
+     ("/nonexistent/a.npy: not an action array (.npy): [Errno 2] No such file or directory: "
+     "'/nonexistent/a.npy'")),
     (["--backend", "ray", "--ray-address", "ray://"],
      ("Ray address 'ray://': expected HOST:PORT, ray://HOST:PORT or auto (--ray-address / "
      "RAY_ADDRESS)")),
@@ -178,6 +185,15 @@ def test_a_task_parse_error_names_the_users_file_before_the_run_folder(tmp_path)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"robosafe: error: {bad}:") and "robosafe-worker-" not in line
+    assert not out.exists()
+
+
+def test_a_bad_ray_address_from_the_environment_is_refused_before_the_run_folder(tmp_path):
+    out = tmp_path / "run"
+    _one_line(cli("run", "-o", out, "-p", "zero", "--suite", "demo", "--backend", "ray",
+                  env={**os.environ, "RAY_ADDRESS": "garbage"}),
+              "Ray address 'garbage': expected HOST:PORT, ray://HOST:PORT or auto "
+              "(--ray-address / RAY_ADDRESS)")
     assert not out.exists()
 
 
