@@ -83,9 +83,11 @@ def fail(message: str) -> None:
 def user_errors(fn: Callable) -> Callable:
     """Turn robosafe errors into one line on stderr and exit status 2."""
 
+    spelled = _spellings(fn)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _finite_numbers(kwargs)
+        _finite_numbers(kwargs, spelled)
         try:
             return fn(*args, **kwargs)
         except RobosafeError as err:
@@ -100,7 +102,7 @@ def user_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _finite_numbers(values: dict[str, Any]) -> None:
+def _finite_numbers(values: dict[str, Any], spelled: dict[str, str]) -> None:
     """Every float option refuses nan and inf, which the parser accepts: a NaN margin or level
     compares false with everything, so it slips through every range check, and it has no JSON
     spelling (run.json would not be JSON). Checked here, once for every command."""
@@ -108,19 +110,22 @@ def _finite_numbers(values: dict[str, Any]) -> None:
 
     for name, value in values.items():
         if isinstance(value, float) and not math.isfinite(value):
-            fail(f"{_option_name(name)}: {value} is not a finite number")
+            fail(f"{spelled.get(name, name.upper())}: {value} is not a finite number")
 
 
-def _option_name(name: str) -> str:
-    """How the user spelled the parameter ``name`` of the running command (``--shield-margin``,
-    an argument's metavar), for messages about its value."""
-    import click
+def _spellings(fn: Callable) -> dict[str, str]:
+    """Parameter name -> its longest option spelling (``shield_margin`` -> ``--shield-margin``),
+    from the command's own declarations, for messages about a value."""
+    import inspect
 
-    ctx = click.get_current_context(silent=True)
-    for param in ctx.command.params if ctx is not None else ():
-        if param.name == name:
-            return max(param.opts, key=len) if param.opts else name.upper()
-    return "--" + name.replace("_", "-")
+    from typer.models import OptionInfo
+
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if isinstance(p.default, OptionInfo):  # undeclared: typer spells it from the name
+            decls = [d for d in p.default.param_decls or () if d.startswith("-")]
+            out[name] = max(decls, key=len) if decls else "--" + name.replace("_", "-")
+    return out
 
 
 def _finite(value: Any) -> Any:
