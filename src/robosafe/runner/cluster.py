@@ -29,7 +29,7 @@ from typing import Any, Self
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
 from robosafe.redact import redact_url
-from robosafe.runner.run import CellJob, CellResult, _version, run_job
+from robosafe.runner.run import CellJob, CellResult, _version, release_scratch, run_job
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,12 @@ def _remote_job(job: CellJob) -> CellResult:
     from robosafe.log import install_stderr_lines
 
     install_stderr_lines()  # a Ray worker is robosafe's own process: its lines as the CLI's
-    res = run_job(job, put=ray.put)
+    try:
+        res = run_job(job, put=ray.put)
+    finally:
+        # a Ray worker outlives its tasks and is stopped without its exit handlers: nothing
+        # of a cell stays in its temporary folder (the result is in the object store)
+        release_scratch()
     res.node = _node_id()
     return res
 
@@ -255,10 +260,7 @@ def run_on_ray(jobs: list[CellJob], workers: int,
         if isinstance(started, str):
             import shutil
 
-            from robosafe.runner.run import sweep_scratch
-
             shutil.rmtree(started, ignore_errors=True)
-            sweep_scratch()  # the private cluster's workers' folders, once they are gone
     if len(per_node) > 1 or address or os.environ.get("RAY_ADDRESS"):
         log.log(NOTE, "episodes per Ray node: %s",
                     ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))

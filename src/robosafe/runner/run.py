@@ -249,9 +249,18 @@ _SCRATCH: dict[str, Path] = {}
 
 
 def _remove_scratch() -> None:
-    d = _SCRATCH.pop("dir", None)
+    d = _SCRATCH.get("dir")
     if d is not None:
         shutil.rmtree(d, ignore_errors=True)
+        _SCRATCH.pop("dir", None)
+
+
+def release_scratch() -> None:
+    """Remove this process's scratch folder now (the task files in it too: the next cell
+    writes them again). For a process that outlives its cells and is stopped without its exit
+    handlers, as Ray stops its workers."""
+    _remove_scratch()
+    _TASK_FILES.clear()
 
 
 def sweep_scratch() -> int:
@@ -659,6 +668,13 @@ def _watch_parent(parent: int) -> None:
 
 
 def _end_worker(status: int) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        # a second SIGTERM (the pool's own, as it shuts down) must not cut the removal short
+        # (the parent watcher's thread may not set handlers, and nothing signals it anyway)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _remove_scratch()
     os._exit(status)
 
