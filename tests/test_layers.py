@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "robosafe"
 #: package of its own layer or a higher one. The shared helpers sit at the bottom.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "log"),
-    ("textio", "outputs", "redact", "yamldata", "mjstate"),
+    ("textio", "outputs", "redact", "yamldata", "mjstate", "budget"),
     ("trace",),
     ("safety",),
     ("stats",),

@@ -23,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from conftest import run_robosafe as cli
 
-from robosafe.cli.run import _ints
+from robosafe.cli.run import seed_option
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
 from robosafe.redact import redact_url
@@ -75,11 +75,11 @@ def test_every_writer_names_an_output_it_cannot_create(tmp_path):
 
 @pytest.mark.slow
 def test_seeds_that_list_nothing_are_refused_by_run_and_collect(tmp_path):
-    assert _ints("10-12", "--seeds") == (10, 11, 12)
-    assert _ints("3,1", "--seeds") == (3, 1)
+    assert seed_option("10-12") == (10, 11, 12)
+    assert seed_option("3,1") == (3, 1)
     for bad, why in (("5-4", "'5-4' is an empty range"), (",", "',' lists no number")):
         with pytest.raises(RobosafeError, match=f"^--seeds: {why}"):
-            _ints(bad, "--seeds")
+            seed_option(bad)
         for cmd in ("run", "collect"):
             out = tmp_path / f"{cmd}{len(bad)}"
             line = one_line(cli(cmd, "--task", CAR, "--policy", "random", "--seeds", bad,

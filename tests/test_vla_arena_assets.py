@@ -174,3 +174,20 @@ def test_an_assets_folder_of_symlinks_is_read_through_them(tmp_path, monkeypatch
     assert missing_file("vla-arena", "lemon") is None
     asset = make_asset("lemon", "lemon_1", source="vla-arena", real_key="lemon", fixed=True)
     assert asset.source == "vla-arena"
+
+
+#: eight levels of ten references each: 10^9 characters from a few hundred bytes
+ENTITY_BOMB = ('<?xml version="1.0"?>\n<!DOCTYPE b [<!ENTITY a0 "aaaaaaaaaa">'
+               + "".join(f'<!ENTITY a{i} "{f"&a{i - 1};" * 10}">' for i in range(1, 9))
+               + "]>\n<b>&a8;</b>")
+
+
+@pytest.mark.parametrize("text", ["not xml at all <", ENTITY_BOMB], ids=["garbage", "entity-bomb"])
+def test_an_asset_xml_that_cannot_be_read_is_an_error_naming_it(arena_dir, text):
+    """A file that is there but unreadable is not "not found" (and a silent stand-in)."""
+    from robosafe.sim.libero_assets import missing_file
+
+    bad = arena_dir / "stable_scanned_objects" / "lemon" / "lemon.xml"
+    bad.write_text(text)
+    with pytest.raises(RobosafeError, match=rf"^{bad}: cannot read asset \("):
+        missing_file("vla-arena", "lemon")

@@ -56,6 +56,19 @@ def check_parent(path: str | os.PathLike[str]) -> Path:
     return parent
 
 
+def check_outside(out: str | os.PathLike[str], inputs: dict[str, str | os.PathLike[str]]) -> None:
+    """Refuse an output path that is one of the inputs (``{what: path}``: a dataset, a run
+    directory) or lies inside one: writing it would overwrite what is being read (``import
+    lerobot DS --out DS/meta/info.json`` once replaced the dataset's own info.json). Paths are
+    compared resolved, so a symlink or ``..`` does not hide the overlap."""
+    target = Path(out).resolve()
+    for what, path in inputs.items():
+        source = Path(path).resolve()
+        if target == source or source in target.parents:
+            raise RobosafeError(f"{out}: the output lies inside the {what} {path}, which it "
+                                "would overwrite; write it elsewhere")
+
+
 @dataclass
 class DirLock:
     """An exclusive ``flock`` on ``<directory>/.lock``, held until :meth:`release` (or the

@@ -8,6 +8,7 @@ sees the original string.
 
 from __future__ import annotations
 
+import logging
 import re
 
 #: ``scheme://userinfo@``: everything between ``//`` and the first ``@`` of the authority.
@@ -26,3 +27,23 @@ def redact_url(text: str) -> str:
         return text
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     return _SECRET_QUERY.sub(lambda m: f"{m['key']}{MASK}", text)
+
+
+class RedactRecords(logging.Filter):
+    """Every record a logger passes on has the credentials of its URLs masked: a message may
+    quote any URL a user gave (a policy server, a Ray address, a VLM endpoint), whichever
+    module words it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact_url(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
+def redact_logs(name: str = "robosafe") -> None:
+    """Mask URL credentials in every record of logger ``name`` (once)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, RedactRecords) for f in logger.filters):
+        logger.addFilter(RedactRecords())

@@ -18,9 +18,12 @@ import typer
 
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
+from robosafe.redact import redact_logs, redact_url
 
-# Library warnings and notes are log records; the CLI prints each as its one stderr line.
+# Library warnings and notes are log records; the CLI prints each as its one stderr line, with
+# the credentials of any URL in it masked.
 install_stderr_lines()
+redact_logs()
 
 
 def _hide_flag_types() -> None:
@@ -71,16 +74,20 @@ EXIT_USER_ERROR = 2
 
 
 def fail(message: str) -> None:
-    """Print one error line and exit 2."""
-    typer.echo(f"robosafe: error: {message}", err=True)
+    """Print one error line and exit 2 (any URL in it with its credentials masked: a message
+    may quote a --policy, --ray-address or --endpoint the user gave)."""
+    typer.echo(f"robosafe: error: {redact_url(message)}", err=True)
     raise typer.Exit(EXIT_USER_ERROR)
 
 
 def user_errors(fn: Callable) -> Callable:
     """Turn robosafe errors into one line on stderr and exit status 2."""
 
+    spelled = _spellings(fn)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _finite_numbers(kwargs, spelled)
         try:
             return fn(*args, **kwargs)
         except RobosafeError as err:
@@ -93,6 +100,45 @@ def user_errors(fn: Callable) -> Callable:
             fail(f"{err.filename}: {err.strerror or err}")
 
     return wrapper
+
+
+def _finite_numbers(values: dict[str, Any], spelled: dict[str, str]) -> None:
+    """Every float option refuses nan and inf, which the parser accepts: a NaN margin or level
+    compares false with everything, so it slips through every range check, and it has no JSON
+    spelling (run.json would not be JSON). Checked here, once for every command."""
+    import math
+
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"{spelled.get(name, name.upper())}: {value} is not a finite number")
+
+
+def _spellings(fn: Callable) -> dict[str, str]:
+    """Parameter name -> its longest option spelling (``shield_margin`` -> ``--shield-margin``),
+    from the command's own declarations, for messages about a value."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if isinstance(p.default, OptionInfo):  # undeclared: typer spells it from the name
+            decls = [d for d in p.default.param_decls or () if d.startswith("-")]
+            out[name] = max(decls, key=len) if decls else "--" + name.replace("_", "-")
+    return out
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite as None, through dicts and lists."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def warn(message: str) -> None:
@@ -109,8 +155,11 @@ AUTO_WORKERS_HELP = "Parallel processes (0 = auto: one per two CPU cores, at lea
 
 
 def workers_option(help: str = AUTO_WORKERS_HELP) -> Any:
-    """The -j/--workers option every parallel command shares: one default (0 = auto)."""
-    return typer.Option(0, "--workers", "-j", min=0, help=help)
+    """The -j/--workers option every parallel command shares: one default (0 = auto), at most
+    robosafe.budget.MAX_WORKERS processes (each holds an interpreter and its scene)."""
+    from robosafe.budget import MAX_WORKERS
+
+    return typer.Option(0, "--workers", "-j", min=0, max=MAX_WORKERS, help=help)
 
 
 def resolve_workers(workers: int) -> int:
@@ -119,6 +168,23 @@ def resolve_workers(workers: int) -> int:
     import os
 
     return workers or max(1, (os.cpu_count() or 1) // 2)
+
+
+def max_memory_option() -> Any:
+    """--max-memory of the commands whose exact computations grow with the sizes given
+    (robosafe.budget): over the limit they say what they would need instead of trying."""
+    from robosafe.budget import DEFAULT_MEMORY, GIB
+
+    return typer.Option(DEFAULT_MEMORY / GIB, "--max-memory",
+                        help="GiB this command may plan to hold; a larger computation is "
+                             "refused up front, saying what it would need.")
+
+
+def memory_limit(max_memory: float) -> Any:
+    """The block in which the command's computations keep to --max-memory."""
+    from robosafe.budget import gib, memory_budget
+
+    return memory_budget(gib(max_memory))
 
 
 def deprecated_option(old: str) -> Any:
@@ -147,7 +213,10 @@ def out_option(positional: Path | None, out: Path | None) -> Path:
 
 
 def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
-    text = json.dumps(payload, indent=2, allow_nan=False)
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except ValueError:  # NaN / inf (an older run.json may hold one): JSON's null, as elsewhere
+        text = json.dumps(_finite(payload), indent=2, allow_nan=False)
     if out:
         try:
             with open(out, "w") as fh:
@@ -181,7 +250,20 @@ def _one_line_usage_error(exc: Any) -> None:
     "Possible options" hint stays in the message."""
     ctx = getattr(exc, "ctx", None)
     where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-    typer.echo(f"robosafe: error: {exc.format_message()}{where}", err=True)
+    typer.echo(f"robosafe: error: {redact_url(exc.format_message())}{where}", err=True)
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (``kill``, a scheduler's stop) ends robosafe as an exception, so what a command
+    holds is released on the way out: a run stops its pool workers, writes outcomes.csv and
+    unlocks its directory, and temporary folders are removed (Python's default would end the
+    process with none of that)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _pyarrow_imports() -> None:
@@ -208,4 +290,5 @@ def main() -> None:
 
     rich_utils.rich_format_error = _one_line_usage_error
     _pyarrow_imports()
+    _exit_on_sigterm()
     app()

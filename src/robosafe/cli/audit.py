@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli import app, emit_json, max_memory_option, memory_limit, user_errors
 from robosafe.errors import RobosafeError
 from robosafe.report.tables import print_tables
 
@@ -59,7 +59,9 @@ def disagreement_cmd(runs: list[Path] = typer.Argument(..., help="Outcome CSVs o
     agreement): mean pairwise disagreement between repeated runs over their shared instances,
     with an instance-bootstrap interval."""
     from robosafe.audit.disagreement import disagreement
+    from robosafe.budget import check_bootstrap
 
+    check_bootstrap(bootstrap)  # before the runs are read
     r = disagreement(runs, confidence=confidence, n_boot=bootstrap, seed=seed)
     if as_json:
         emit_json(r.to_dict(), None, True)
@@ -123,6 +125,7 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
                           "robosafe's reading of the simpler rule behind Figure 3 (raw gain vs "
                           "the cutoffs, LIBERO spatial/object/goal pooled, SimplerEnv T=4 "
                           "S=24); impossible and zero gains are never significant."),
+                 max_memory: float = max_memory_option(),
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Is each claimed gain significant from its published scores alone? (Sec. 4, App. C)
 
@@ -141,7 +144,8 @@ def significance(claims: Path = typer.Argument(..., help="CSV of claimed gains: 
     if convention not in CONVENTIONS:
         raise RobosafeError(f"--convention: unknown {convention!r}; choose from "
                             f"{', '.join(CONVENTIONS)}")
-    results = classify_claims(claims, on_error=on_error, convention=convention)
+    with memory_limit(max_memory):
+        results = classify_claims(claims, on_error=on_error, convention=convention)
     counts = summary(results)
     if figure and results:
         try:
@@ -187,11 +191,13 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
            outcomes_b: Path = typer.Argument(..., help="Outcome CSV of the new policy B."),
            max_score: int = typer.Option(1, "--max-score", help="Per-sample maximum score R."),
            alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
+           max_memory: float = max_memory_option(),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Exact paired task-stratified Wald test of B over A on shared instances (App. C.1)."""
     from robosafe.audit.significance import paired_outcome_test
 
-    r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
+    with memory_limit(max_memory):
+        r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
     if as_json:
         emit_json(r.to_dict(), None, True)
         return

@@ -141,11 +141,15 @@ def generate(out_arg: Path = typer.Argument(None, hidden=True),
     """Simulate human-robot co-presence episodes in MuJoCo; labels come from its contacts."""
     from dataclasses import asdict
 
+    from robosafe.budget import check_episodes, check_horizon, check_image_size
     from robosafe.grounding.dataset import SIM_TASKS
     from robosafe.grounding.simgen import GenerateConfig
     from robosafe.grounding.simgen import generate as run
 
     out = out_option(out_arg, out)
+    check_episodes(episodes)
+    check_image_size(size, "--size")
+    check_horizon(max_steps, "--max-steps")
     config = GenerateConfig(episodes=episodes, seed=seed, image_size=size, max_steps=max_steps,
                             robot=robot,
                             sim_tasks=(task,) if task else SIM_TASKS)

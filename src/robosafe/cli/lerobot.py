@@ -86,7 +86,10 @@ def export_lerobot(
     per-episode safety verdicts (record cameras with `robosafe run --images --record-frames`).
     Camera videos are the run's own h264 streams, copied; one line per camera says so, or
     why a camera was re-encoded."""
+    from robosafe.outputs import check_outside
+
     out = out_option(out_arg, out)
+    check_outside(out, {"run directory": run_dir})
     quiet = as_json or not sys.stderr.isatty()
     _report(_export(run_dir, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite,
                     reencode=reencode), as_json)
@@ -131,7 +134,7 @@ def collect(
 
     check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
-    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds),
+    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds, episodes),
                     horizon=horizon, suite=suite, images=images, record_frames=True,
                     assets=R.asset_source(assets, "robosafe"))
     cfg.seed_list()  # one seed per episode, checked before anything is created
@@ -207,8 +210,10 @@ def import_lerobot(
 
     An episode that cannot be read (or replayed) is one line on stderr and left out; the others
     are written and the exit status is 2 ("N of M traces written")."""
+    from robosafe.outputs import check_outside
     from robosafe.trace.io import write_episodes
 
+    check_outside(out, {"dataset": dataset})  # before reading: the dataset stays whole
     summary: dict = {"dataset": str(dataset), "traces": str(out)}
     if replay:
         from robosafe.runner.replay import replay_dataset

@@ -29,7 +29,7 @@ AS_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 
 def _eval_seeds(seeds: str | None, episodes: int) -> list[int]:
     """The evaluation seeds: --seeds, one per episode, or 0..N-1 (what `run` gives any policy)."""
-    seed_list = list(seed_option(seeds)) or list(range(episodes))
+    seed_list = list(seed_option(seeds, episodes)) or list(range(episodes))
     if len(seed_list) != episodes:
         raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
     return seed_list

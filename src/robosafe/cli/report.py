@@ -31,8 +31,10 @@ def report(
     episode whose trace is missing is named on stderr and left out (its safety is unknown);
     the report is still written and the exit status is 2.
     """
+    from robosafe.budget import check_bootstrap
     from robosafe.report.html import write_report
 
+    check_bootstrap(bootstrap)  # before any run directory is read
     gaps: list[str] = []
 
     def gap(line: str) -> None:

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from robosafe.budget import MAX_EPISODES, BudgetError
 from robosafe.cli import (
     EXIT_USER_ERROR,
     app,
@@ -30,32 +31,59 @@ from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
 
 
-def _ints(text: str, what: str) -> tuple[int, ...]:
+def _ints(text: str, what: str, most: int, of: str) -> tuple[int, ...]:
     """``0,1,2`` or ``0-4`` -> a tuple of ints. An empty list (``,``, ``""``) or a range that
     runs backwards (``5-4``) is an error naming the option: taken as "no value" it used to
-    fall back to the defaults without a word."""
+    fall back to the defaults without a word. A range is counted before it is expanded: more
+    than ``most`` numbers (``of`` says what they are counted against) is refused, so
+    ``0-999999999`` costs nothing."""
     try:
         if "-" in text and "," not in text:
             lo, hi = (int(x) for x in text.split("-", 1))
             if hi < lo:
                 raise RobosafeError(f"{what}: {text!r} is an empty range (write LOW-HIGH with "
                                     "LOW <= HIGH)")
+            _at_most(hi - lo + 1, text, what, most, of)
             return tuple(range(lo, hi + 1))
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise RobosafeError(f"{what}: expected numbers like 0,1,2 or 0-4, got {text!r}") from None
     if not values:
         raise RobosafeError(f"{what}: {text!r} lists no number (expected e.g. 0,1,2 or 0-4)")
+    _at_most(len(values), text, what, most, of)
     return values
 
 
-def seed_option(text: str | None) -> tuple[int, ...]:
-    """--seeds of run and collect: () (the default 0..N-1) only when the option is absent."""
-    return () if text is None else _ints(text, "--seeds")
+def _at_most(count: int, text: str, what: str, most: int, of: str) -> None:
+    if count > most:
+        raise BudgetError(f"{what}: {text!r} gives {count:,} numbers, more than {of} ({most:,})")
+
+
+def seed_option(text: str | None, episodes: int | None = None) -> tuple[int, ...]:
+    """--seeds of run and collect: () (the default 0..N-1) only when the option is absent. One
+    seed per episode (``episodes``, when known), each once."""
+    if text is None:
+        return ()
+    most, of = ((episodes, f"the episodes per task (-n {episodes})") if episodes is not None
+                else (MAX_EPISODES, "the episodes a run may hold"))
+    return _once(_ints(text, "--seeds", most, of), "--seeds", "seed",
+                 "each episode needs a seed of its own")
+
+
+def _once(values: tuple[int, ...], what: str, noun: str, why: str) -> tuple[int, ...]:
+    """``values``, refused when one is given twice: a seed or level twice is the same cells
+    twice (one instance id for two episodes), which the paired tests refuse only after the run."""
+    seen: set[int] = set()
+    for v in values:
+        if v in seen:
+            raise RobosafeError(f"{what}: {noun} {v} is given twice; {why}")
+        seen.add(v)
+    return values
 
 
 def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
-    levels = _ints(text, what)
+    levels = _once(_ints(text, what, top + 1, f"the levels 0..{top}"), what, "level",
+                   "each level is run once")
     bad = [v for v in levels if not 0 <= v <= top]
     if not levels or bad:
         raise RobosafeError(f"{what}: levels must be in 0..{top}, got {text!r}")
@@ -255,7 +283,13 @@ def tasks_below(folder: Path) -> dict[str, str]:
     files = sorted(p for p in folder.rglob("*.bddl") if p.is_file())
     if not files:
         fail(f"--task-dir: no *.bddl file below {folder}")
-    return {".".join(p.relative_to(folder).with_suffix("").parts): str(p) for p in files}
+    tasks: dict[str, str] = {}
+    for p in files:
+        name = ".".join(p.relative_to(folder).with_suffix("").parts)
+        if name in tasks:  # a/x.bddl and a.x.bddl: one id, and one of them would not run
+            fail(f"two tasks named {name}: {tasks[name]} and {p}")
+        tasks[name] = str(p)
+    return tasks
 
 
 def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
@@ -348,8 +382,18 @@ def run(
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
     from robosafe.policies.base import policy_kind
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.run import BACKENDS, RunConfig
 
+    # every option is checked before the run directory is made: a refused run leaves nothing
+    # that a corrected retry would call "a run already exists"
+    if backend not in BACKENDS:
+        fail(f"--backend: {backend!r} is not {' or '.join(BACKENDS)}")
+    if ray_address and backend != "ray":
+        fail("--ray-address needs --backend ray")
+    if backend == "ray":
+        from robosafe.runner.cluster import preflight
+
+        preflight(ray_address)
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = (policy_kind(policy) in ("remote", "probe", "lerobot") if images is None
                    else images)
@@ -357,13 +401,19 @@ def run(
         from robosafe.runner.shield import check_host
 
         check_host(host)  # before the host's tasks are looked up (LIBERO's import takes time)
+    if task_dir is not None:
+        from robosafe.outputs import check_outside
+
+        # the run copies its tasks under OUT/tasks: inside the folder, the next --task-dir
+        # run of it would find them as tasks of its own
+        check_outside(out, {"--task-dir folder": task_dir})
     if _host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
     else:
         tasks = _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
                                   visual_level)
     cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
-                    seeds=seed_option(seeds),
+                    seeds=seed_option(seeds, episodes),
                     language_levels=_levels(language_level, "--language-level", 4),
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
@@ -376,12 +426,6 @@ def run(
                     controller=controller_for(controller, host, out if resume else None),
                     arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
     quiet = as_json or not sys.stderr.isatty()
-    if ray_address and backend != "ray":
-        fail("--ray-address needs --backend ray")
-    if backend == "ray":
-        from robosafe.runner.cluster import preflight
-
-        preflight(ray_address)
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet, lines=not as_json and not sys.stderr.isatty(),
                              ray_address=ray_address)

@@ -71,9 +71,12 @@ def score(
     Bad episodes are reported one line each on stderr and skipped; the good ones are scored and
     the exit status is 2 if anything was skipped.
     """
+    from robosafe.budget import check_bootstrap
     from robosafe.runner.scoring import score_paths
     from robosafe.stats import aggregate as agg
     from robosafe.stats.outcomes import write_outcomes
+
+    check_bootstrap(bootstrap)  # before any file is scored
 
     reg = load_registry()
     if tier not in reg.variants:

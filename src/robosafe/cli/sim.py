@@ -60,9 +60,13 @@ def run(
     `robosafe score OUT`)."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
 
+    from robosafe.budget import check_episodes, check_horizon
     from robosafe.hosts.registry import make_env
     from robosafe.trace.io import write_episodes
 
+    check_episodes(episodes)  # every episode's trace is held until the file is written
+    if horizon is not None:
+        check_horizon(horizon)
     env = make_env("robosafe", task, visual_level=visual_level, horizon=horizon, images=images)
     kind, arr = _actions(actions, env.action_dim)
     rows, done = [], []
@@ -143,9 +147,12 @@ def record(
     """Record random-action episodes of a robosuite task with the post-hoc safety recorder."""
     import numpy as np  # here, not at start-up: `robosafe --help` stays fast
 
+    from robosafe.budget import check_episodes, check_horizon
     from robosafe.hosts.registry import make_env
     from robosafe.trace.io import write_episodes
 
+    check_episodes(episodes)
+    check_horizon(steps, "--steps")
     # the robosuite host: made with the first seed, each episode continues robosuite's stream
     env = make_env("robosuite", env_name, robot=robot, seed=seed, horizon=steps)
     eps = []

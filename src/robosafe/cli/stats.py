@@ -6,7 +6,7 @@ import math
 
 import typer
 
-from robosafe.cli import app, emit_json, fail, user_errors
+from robosafe.cli import app, emit_json, fail, max_memory_option, memory_limit, user_errors
 
 # robosafe.stats.cutoffs (numpy, scipy) is imported by the commands that need it, so
 # `stats wilson` / `stats newcombe` start in a fraction of a second.
@@ -98,6 +98,7 @@ def cutoffs(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
                                          help="Baseline top-line count A (sum of scores)."),
             max_score: int = typer.Option(1, "--max-score", help="Per-sample maximum score R."),
             alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
+            max_memory: float = max_memory_option(),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Top-line cutoffs for a baseline count: L_exists, L_forall and delta (App. C.3, C.4).
 
@@ -110,7 +111,8 @@ def cutoffs(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
     N = tasks * samples
     check_count(baseline, max_score * N, "--baseline")
     le = l_exists(baseline, tasks, samples, max_score, alpha)
-    lf = l_forall(baseline, tasks, samples, max_score, alpha)
+    with memory_limit(max_memory):
+        lf = l_forall(baseline, tasks, samples, max_score, alpha)
     out = {"tasks": tasks, "samples": samples, "max_score": max_score, "alpha": alpha,
            "baseline": baseline, "baseline_mean": baseline / N, "l_exists": _inf(le),
            "l_forall": _inf(lf), "delta_exists": _inf(le / N), "delta_forall": _inf(lf / N)}
@@ -135,6 +137,7 @@ def compare(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
             independent: bool = typer.Option(False, "--independent",
                                              help="The two runs used independent samples "
                                                   "(C.6: the classes are then conservative)."),
+            max_memory: float = max_memory_option(),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Classify a claimed gain from top-line counts alone (App. C.5, C.6)."""
     from robosafe.stats.cutoffs import classify_gain
@@ -142,7 +145,9 @@ def compare(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
     _design(tasks, samples, max_score, alpha)
     for what, k in (("--baseline", baseline), ("--new", new)):
         check_count(k, max_score * tasks * samples, what)
-    c = classify_gain(baseline, new, tasks, samples, max_score, alpha, paired=not independent)
+    with memory_limit(max_memory):
+        c = classify_gain(baseline, new, tasks, samples, max_score, alpha,
+                          paired=not independent)
     out = {"label": c.label, "a": c.a, "b": c.b, "gap_count": c.gap_count,
            "q_lo": _inf(c.q_lo), "q_hi": _inf(c.q_hi), "c_alpha": c.c_alpha,
            "sharp": c.sharp}

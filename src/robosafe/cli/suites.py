@@ -68,12 +68,17 @@ def show(suite: str = typer.Argument(...),
 def _check_seeds(seeds: str | None, num_seeds: int) -> tuple[int, ...]:
     """--seeds is a list everywhere (run, collect, audit); here it was once a count. For one
     release a bare number keeps the count meaning with a warning naming --num-seeds."""
+    from robosafe.budget import MAX_EPISODES, check_count
+
+    why = "the episodes a check may run, one per seed and task"
     if seeds is None:
+        check_count("--num-seeds", num_seeds, MAX_EPISODES, why)
         return tuple(range(num_seeds))
     if seeds.strip().isdigit():
         count = int(seeds)
         if count < 1:
             fail(f"--seeds: a count must be at least 1, got {count}")
+        check_count("--seeds", count, MAX_EPISODES, why)
         warn(f"--seeds {count} as a count is deprecated; use --num-seeds {count} (or --seeds "
              f"0-{count - 1}); in the next release --seeds {count} means the one seed {count}")
         return tuple(range(count))

@@ -185,11 +185,14 @@ def fmt(file: Path = typer.Argument(..., help="CBDDL task file."),
     if not write:
         typer.echo(text, nl=not text.endswith("\n"))
         return
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.")
+    # a symlink is written through: its target is rewritten (atomically, beside it) and the
+    # link stays a link, where replacing the link's own path would turn it into a copy
+    target = file.resolve()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
-    os.chmod(tmp, stat.S_IMODE(file.stat().st_mode))  # keep the file's mode, not mkstemp's 0600
-    os.replace(tmp, file)
+    os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # the file's mode, not mkstemp's 0600
+    os.replace(tmp, target)
 
 
 @tasks_app.command("perturb-language")

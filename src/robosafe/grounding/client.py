@@ -66,6 +66,7 @@ from robosafe.grounding.representations import (
     images_digest,
     resolve_depth_predictor,
 )
+from robosafe.redact import redact_url
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 RETRY_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx
@@ -96,8 +97,13 @@ class _Retryable(Exception):
 def chat_url(endpoint: str) -> str:
     """``http://h/v1`` -> ``http://h/v1/chat/completions``; a full URL is kept."""
     url = endpoint.strip()
-    if not url.startswith(("http://", "https://")):
-        raise RobosafeError(f"endpoint {endpoint!r} is not an http(s) URL")
+    if not url.lower().startswith(("http://", "https://")):  # a scheme has no case
+        raise RobosafeError(f"endpoint {redact_url(endpoint)!r} is not an http(s) URL")
+    if "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        # urllib would not send them, and its errors would quote them in answer records
+        raise RobosafeError(f"endpoint {redact_url(endpoint)!r}: credentials in the URL are "
+                            f"not sent; give the API key in ${DEFAULT_API_KEY_ENV} (or "
+                            "--api-key-env)")
     url = url.rstrip("/")
     return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
@@ -143,6 +149,11 @@ class ChatClient:
     extra_body: Mapping[str, Any] | None = None
     url: str = field(init=False)
 
+    @property
+    def shown(self) -> str:
+        """The URL as messages show it: credentials in it masked (the request gets them)."""
+        return redact_url(self.url)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", chat_url(self.endpoint))
         if self.max_retries < 0 or self.timeout_s <= 0:
@@ -174,7 +185,7 @@ class ChatClient:
             except _Retryable as e:
                 if attempt + 1 == attempts:
                     if e.unreachable:
-                        raise EndpointError(f"cannot reach {self.url}: {e} (after {attempts} "
+                        raise EndpointError(f"cannot reach {self.shown}: {e} (after {attempts} "
                                             "attempts)") from None
                     raise ChatRequestError(f"{e} (after {attempts} attempts)") from None
                 time.sleep(backoff_delay(attempt, self.backoff_s, self.max_backoff_s,
@@ -193,7 +204,7 @@ class ChatClient:
         except urllib.error.HTTPError as e:
             status, text = e.code, _error_text(e)
             if 300 <= status < 400:
-                raise EndpointError(f"{self.url}: HTTP {status} redirect to "
+                raise EndpointError(f"{self.shown}: HTTP {status} redirect to "
                                     f"{e.headers.get('Location')!r}, not followed (the API key "
                                     "goes to the given endpoint only); pass the final URL as "
                                     "the endpoint") from None
@@ -201,13 +212,13 @@ class ChatClient:
                 raise _Retryable(f"HTTP {status}: {text}",
                                  retry_after=_retry_after(e.headers.get("Retry-After"))) from None
             if status in (401, 403):
-                raise EndpointError(f"{self.url}: HTTP {status} {text} (check the API key in "
+                raise EndpointError(f"{self.shown}: HTTP {status} {text} (check the API key in "
                                     f"${self.api_key_env})") from None
             if status == 404:
-                raise EndpointError(f"{self.url}: HTTP 404 {text} (wrong endpoint URL or model "
+                raise EndpointError(f"{self.shown}: HTTP 404 {text} (wrong endpoint URL or model "
                                     f"{self.model!r}?)") from None
             if 400 <= status < 500:  # the same request shape fails for every clip
-                raise EndpointError(f"{self.url}: HTTP {status} {text} (the endpoint rejects "
+                raise EndpointError(f"{self.shown}: HTTP {status} {text} (the endpoint rejects "
                                     f"the request; sampling parameters sent: "
                                     f"{json.dumps(self.params)})") from None
             raise ChatRequestError(f"HTTP {status}: {text}") from None

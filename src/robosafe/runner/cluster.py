@@ -28,7 +28,8 @@ from typing import Any, Self
 
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
-from robosafe.runner.run import CellJob, CellResult, _version, run_job
+from robosafe.redact import redact_url
+from robosafe.runner.run import CellJob, CellResult, _version, release_scratch, run_job
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +47,72 @@ def _ray():
     return ray
 
 
+#: the longest temporary folder a private cluster's session folder goes into (see connect)
+SHORT_TMP = 30
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a Ray address: ``HOST:PORT`` or ``ray://HOST:PORT`` (Ray Client);
+    None for ``auto`` (Ray finds the local cluster itself). Anything else is one line naming
+    the address (credentials masked) and the forms Ray takes."""
+    if address == "auto":
+        return None
+    client = address.lower().startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    rest = (rest.rsplit("@", 1)[-1] if client else rest).split("/", 1)[0]
+    host, _, port = rest.rpartition(":")
+    if (not port.isdigit() or not 0 < int(port) < 65536 or "://" in rest or "@" in rest
+            or not host):
+        raise RobosafeError(f"Ray address {_shown(address)!r}: expected HOST:PORT, "
+                            "ray://HOST:PORT or auto (--ray-address / RAY_ADDRESS)")
+    return host.strip("[]"), int(port)
+
+
+def _shown(address: str) -> str:
+    """``address`` as messages show it: the user information of a URL, or of a bare
+    ``USER:PASSWORD@HOST:PORT`` (which no Ray address has, but a user may type), masked."""
+    if "://" in address:
+        return redact_url(address)
+    return f"***@{address.rsplit('@', 1)[1]}" if "@" in address else address
+
+
 def _reachable(address: str) -> None:
     """One line, before Ray's own minute of retries, when nothing listens at ``address``."""
-    if address == "auto" or "://" in address:
-        return  # Ray finds / dials these itself
-    host, _, port = address.rpartition(":")
+    where = _host_port(address)
+    if where is None:
+        return
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
-            pass
-    except (OSError, ValueError) as exc:
-        raise RobosafeError(f"cannot reach the Ray cluster at {address!r} ({exc}); start it "
-                            "with `ray start --head` or fix --ray-address / RAY_ADDRESS") from None
+        with socket.create_connection(where, timeout=PROBE_S) as conn:
+            grpc = _answers_grpc(conn)
+    except OSError as exc:
+        raise RobosafeError(f"cannot reach the Ray cluster at {_shown(address)!r} ({exc}); "
+                            "start it with `ray start --head` or fix --ray-address / "
+                            "RAY_ADDRESS") from None
+    if not grpc:
+        raise RobosafeError(f"{_shown(address)!r} answers but is not a Ray cluster (no gRPC "
+                            "reply); fix --ray-address / RAY_ADDRESS")
+
+
+#: seconds to wait for a named cluster to accept a connection, then to answer it
+PROBE_S = 5.0
+#: an HTTP/2 client's connection preface and an empty SETTINGS frame: every gRPC server, Ray's
+#: GCS and Ray Client's server among them, answers with a SETTINGS frame of its own
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _answers_grpc(conn: socket.socket) -> bool:
+    """Whether the listener on ``conn`` speaks HTTP/2 (gRPC, as Ray does). Ray itself would
+    retry a listener that does not for two minutes and more; this takes one round trip, or
+    PROBE_S of silence."""
+    conn.settimeout(PROBE_S)
+    conn.sendall(_H2_PREFACE)
+    head = b""
+    try:
+        while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
+            head += chunk
+    except TimeoutError:
+        return False
+    return len(head) == 9 and head[3] == 4  # a frame header whose type is SETTINGS
 
 
 def preflight(address: str | None) -> None:
@@ -67,9 +123,10 @@ def preflight(address: str | None) -> None:
         _reachable(address)
 
 
-def connect(ray, address: str | None, workers: int) -> bool:
+def connect(ray, address: str | None, workers: int) -> str | bool:
     """Connect to the cluster at ``address`` / ``$RAY_ADDRESS``, or start a private one of
-    ``workers`` CPUs when none is named. True when this call started Ray (and must stop it)."""
+    ``workers`` CPUs when none is named. Truthy when this call started Ray (and must stop it):
+    for a private cluster, the temporary folder its session lives in (removed with it)."""
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -81,15 +138,25 @@ def connect(ray, address: str | None, workers: int) -> bool:
             # where it changes how later `ray start` clusters authenticate; a private cluster
             # lives for one run, so its token lives in this process's environment only.
             os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-        ray.init(num_cpus=workers, **quiet)
-        return True
+        import tempfile
+
+        # Ray's session files (logs, sockets, spilled objects) in a folder of this run's own,
+        # removed when it ends, instead of a session folder under /tmp/ray left behind. Its
+        # sockets (.../session_<date>_<time>_<pid>/sockets/plasma_store, some 70 bytes) must
+        # fit a Unix socket path's 107 bytes: a long temporary folder gives way to /tmp
+        base = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+        if len(base) > SHORT_TMP and os.path.isdir("/tmp"):
+            base = "/tmp"
+        temp = tempfile.mkdtemp(prefix="rsray", dir=base)
+        ray.init(num_cpus=workers, _temp_dir=temp, **quiet)
+        return temp
     _reachable(address)
     try:
         # an existing cluster brings its own resources: sizing it here is Ray's error
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RobosafeError(f"cannot connect to the Ray cluster at {address!r}: "
-                            f"{str(exc).splitlines()[0]}") from None
+        raise RobosafeError(f"cannot connect to the Ray cluster at {_shown(address)!r}: "
+                            f"{redact_url(str(exc).splitlines()[0])}") from None
     return True
 
 
@@ -134,7 +201,12 @@ def _remote_job(job: CellJob) -> CellResult:
     from robosafe.log import install_stderr_lines
 
     install_stderr_lines()  # a Ray worker is robosafe's own process: its lines as the CLI's
-    res = run_job(job, put=ray.put)
+    try:
+        res = run_job(job, put=ray.put)
+    finally:
+        # a Ray worker outlives its tasks and is stopped without its exit handlers: nothing
+        # of a cell stays in its temporary folder (the result is in the object store)
+        release_scratch()
     res.node = _node_id()
     return res
 
@@ -185,6 +257,10 @@ def run_on_ray(jobs: list[CellJob], workers: int,
     finally:
         if started:
             ray.shutdown()
+        if isinstance(started, str):
+            import shutil
+
+            shutil.rmtree(started, ignore_errors=True)
     if len(per_node) > 1 or address or os.environ.get("RAY_ADDRESS"):
         log.log(NOTE, "episodes per Ray node: %s",
                     ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))

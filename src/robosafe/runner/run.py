@@ -32,11 +32,20 @@ from typing import Any
 
 import numpy as np
 
+from robosafe.budget import MAX_EPISODES, check_count, check_horizon, check_image_size
 from robosafe.errors import RobosafeError
 from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
-from robosafe.redact import redact_url
-from robosafe.runner.rundir import Cell, RunDir, atomic_write_bytes, create_run, open_run
+from robosafe.redact import redact_logs, redact_url
+from robosafe.runner.rundir import (
+    Cell,
+    RunDir,
+    atomic_write_bytes,
+    config_text,
+    create_run,
+    open_run,
+    task_texts,
+)
 
 BACKENDS = ("local", "ray")
 
@@ -94,6 +103,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         from robosafe.hosts.registry import host_spec
 
+        self._check_sizes()
         # settings a host decides itself (LIBERO: its own assets and robosuite's controller,
         # whatever --assets / --controller say): run.json records what the episodes used
         for key, value in host_spec(self.host).fixed.items():
@@ -108,6 +118,20 @@ class RunConfig:
                                    {k: arena_suite(v) for k, v in self.tasks.items()})
         elif self.arena_evaluator is not None:
             raise RobosafeError("an arena evaluator applies to cost mode vla-arena only")
+
+    def _check_sizes(self) -> None:
+        """Every size of the run priced before anything is built (robosafe.budget): a run of
+        a billion episodes or steps is refused here, not found out by running out of memory."""
+        if self.episodes < 1:
+            raise RobosafeError(f"episodes must be at least 1, got {self.episodes}")
+        check_count("episodes of the run (tasks x levels x -n)",
+                    len(self.tasks) * len(self.language_levels) * len(self.visual_levels)
+                    * self.episodes, MAX_EPISODES,
+                    "each is an outcome row and a trace file, and the run lists them all")
+        if self.horizon is not None:
+            check_horizon(self.horizon)
+        if self.image_size is not None:
+            check_image_size(self.image_size, "--image-size")
 
     def seed_list(self) -> list[int]:
         seeds = list(self.seeds) or list(range(self.episodes))
@@ -203,19 +227,65 @@ class CellResult:
     node: str = ""
 
 
+SCRATCH_PREFIX = "robosafe-worker-"
+
+
 def _scratch() -> Path:
-    """This worker process's own temporary folder (task files, traces and frames in the making)."""
+    """This worker process's own temporary folder (task files, traces and frames in the making),
+    named with the process id: the folders of processes that died without cleaning up (kill -9,
+    a Ray worker stopped with its cluster) are removed by the next one (``sweep_scratch``)."""
     import atexit
     import tempfile
 
     if "dir" not in _SCRATCH:
-        d = Path(tempfile.mkdtemp(prefix="robosafe-worker-"))
-        atexit.register(shutil.rmtree, d, True)
+        sweep_scratch()
+        d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+        atexit.register(_remove_scratch)
         _SCRATCH["dir"] = d
     return _SCRATCH["dir"]
 
 
 _SCRATCH: dict[str, Path] = {}
+
+
+def _remove_scratch() -> None:
+    d = _SCRATCH.get("dir")
+    if d is not None:
+        shutil.rmtree(d, ignore_errors=True)
+        _SCRATCH.pop("dir", None)
+
+
+def release_scratch() -> None:
+    """Remove this process's scratch folder now (the task files in it too: the next cell
+    writes them again). For a process that outlives its cells and is stopped without its exit
+    handlers, as Ray stops its workers."""
+    _remove_scratch()
+    _TASK_FILES.clear()
+
+
+def sweep_scratch() -> int:
+    """Remove the scratch folders of robosafe processes that no longer exist (on this machine's
+    temporary folder); the number removed. A live process's folder, or one whose id now names
+    another live process, is left alone."""
+    import tempfile
+
+    removed = 0
+    for d in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = d.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _task_file(task_id: str, text: str) -> Path:
@@ -339,7 +409,8 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
                              # reset state)
                              num_env_steps=len(actions), note=note or None).to_json()
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
-        detail = str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3)
+        detail = _run_copy_names(
+            job, str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3))
         # a client library's message can quote the URL it connected to, credentials included
         steps = env.steps if env is not None else 0
         result = CellResult(cell, OutcomeRow(
@@ -349,6 +420,15 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         shutil.rmtree(work, ignore_errors=True)
     result.row["wall_s"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def _run_copy_names(job: CellJob, text: str) -> str:
+    """``text`` with this worker's temporary task files named as the run's own copies
+    (RUN_DIR/tasks/ID.bddl, the same text), which the user can open; the temporary folder is
+    gone once the worker is."""
+    for (task_id, _), path in _TASK_FILES.items():
+        text = text.replace(str(path), str(Path(job.run_key) / "tasks" / f"{task_id}.bddl"))
+    return text
 
 
 def _chunks(path: Path, put: Callable[[bytes], Any] | None) -> list[Any]:
@@ -415,14 +495,13 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.hosts.registry import host_spec
-    from robosafe.policies.base import policy_kind
+    from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
 
-    policy_kind(cfg.policy)
+    check_policy_spec(cfg.policy)
     spec = host_spec(cfg.host)
+    # checked with the shield off too: run.json records these settings either way
+    ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
     if cfg.shield != "off" and not resume:
-        from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
-
-        ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
         check_host(cfg.host)
         check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
     if cfg.placement_jitter and (not spec.supports("placement_jitter")
@@ -443,15 +522,16 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         open_run(out)  # a clear error before anything is locked or created
     else:
         cfg.seed_list()
-        missing = [p for p in cfg.tasks.values() if not Path(p).is_file()]
-        if missing:
-            raise RobosafeError(f"task file not found: {missing[0]}")
+        check_task_files(cfg)
+        config_text(cfg.to_json())
     lock = DirLock.acquire(make_dir(out), "run directory")
     try:
         if resume:
             run = open_run(out)
             stored = RunConfig.from_json(run.config)
-            if stored.identity() != cfg.identity():
+            # compared as run.json writes them: equal settings are never "different" for a
+            # formatting reason (a tuple against a list, a NaN an older run.json holds)
+            if _identity_text(stored) != _identity_text(cfg):
                 raise RobosafeError(f"{out}: --resume with a different configuration than the "
                                     "run was started with (policy, tasks, episodes, seeds or "
                                     "levels)")
@@ -467,6 +547,53 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         raise
     run.policy_spec, run.lock = cfg.policy, lock
     return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
+
+
+def check_policy_spec(spec: str) -> None:
+    """The policy spec checked in the driver, before the run directory exists, as far as that
+    costs nothing: its kind, a replay file's actions, a server URL's host and port. Found by
+    the workers, each would be a crashed episode of a run that had to be removed first."""
+    from urllib.parse import urlsplit
+
+    from robosafe.policies.base import ReplayPolicy, policy_kind
+
+    kind = policy_kind(spec)
+    if kind == "replay":
+        ReplayPolicy(spec.removeprefix("replay:"))
+    elif kind == "remote":
+        try:
+            url = urlsplit(spec)
+            ok = bool(url.hostname) and url.port is not None
+        except ValueError:  # a port that is not a number in 0..65535
+            ok = False
+        if not ok:
+            raise RobosafeError(f"--policy {redact_url(spec)!r}: expected ws://HOST:PORT or "
+                                "wss://HOST:PORT with a port in 1..65535")
+
+
+def check_task_files(cfg: RunConfig) -> None:
+    """Every task file of the run read (and, for a host that runs task files, parsed and
+    validated) in the driver, before the run directory exists: an error names the user's
+    file, where a worker's would name its own temporary copy and leave a half-made run."""
+    from robosafe.hosts.registry import host_spec
+
+    if host_spec(cfg.host).task == "file":
+        from robosafe.tasks.parser import parse_file
+        from robosafe.tasks.validate import validate_task
+
+        for path in cfg.tasks.values():
+            if not Path(path).is_file():
+                raise RobosafeError(f"task file not found: {path}")
+            errors = validate_task(parse_file(path), str(path))
+            if errors:
+                raise errors[0]
+    task_texts(cfg.tasks)
+
+
+def _identity_text(cfg: RunConfig) -> str:
+    import json
+
+    return json.dumps(cfg.identity(), sort_keys=True, default=str)
 
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",
@@ -518,20 +645,72 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
     running: dict[Any, CellJob] = {}
     # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                             initializer=install_stderr_lines) as pool:
+                             initializer=_worker_start) as pool:
         # one cell per worker in flight: the worker that just finished is the one that takes
         # the next cell, which is of the scene it has built where one is left
         while queue and len(running) < workers:
             job = queue.take(None, running.values())
             running[pool.submit(run_job, job)] = job
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for f in done:
-                finished = running.pop(f)
-                if queue:
-                    job = queue.take(finished, running.values())
-                    running[pool.submit(run_job, job)] = job
-                store(f.result())
+        try:
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    finished = running.pop(f)
+                    if queue:
+                        job = queue.take(finished, running.values())
+                        running[pool.submit(run_job, job)] = job
+                    store(f.result())
+        except BaseException:
+            _stop_workers(pool)
+            raise
+
+
+def _worker_start() -> None:
+    """A pool worker's set-up: robosafe's stderr lines, URL credentials masked, as the CLI's;
+    and it ends (its scratch folder removed) when told to or when the driver is gone: a pool
+    worker blocks on a pipe the other workers also hold open, so a killed driver's workers
+    would otherwise wait under init for ever, each with its scene in memory."""
+    import signal
+    import threading
+
+    install_stderr_lines()
+    redact_logs()
+    signal.signal(signal.SIGTERM, lambda *_: _end_worker(128 + signal.SIGTERM))
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
+                     name="robosafe-parent-watch").start()
+
+
+#: how often a pool worker looks whether its driver is still there
+PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # re-parented (to init or a subreaper) once it dies
+        time.sleep(PARENT_POLL_S)
+    _end_worker(1)
+
+
+def _end_worker(status: int) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        # a second SIGTERM (the pool's own, as it shuts down) must not cut the removal short
+        # (the parent watcher's thread may not set handlers, and nothing signals it anyway)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _remove_scratch()
+    os._exit(status)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers now (SIGTERM: each removes its scratch folder): the driver is
+    stopping, and shutting the pool down would wait for the episodes in flight."""
+    # the processes first: shutting down forgets them
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
 
 
 def _scene(job: CellJob) -> tuple:

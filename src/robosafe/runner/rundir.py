@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Any
 from robosafe.errors import RobosafeError
 from robosafe.outputs import LOCK_FILE, DirLock
 from robosafe.stats.outcomes import COLUMNS as OUTCOME_COLUMNS
+from robosafe.textio import MAX_TASK_FILE
 
 FORMAT = "robosafe-run/1"
 EXTRA_COLUMNS = ("cumulative_cost", "language_level", "visual_level", "instruction",
@@ -207,13 +209,48 @@ def create_run(path: Path, config: dict[str, Any], task_files: dict[str, Path]) 
     if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
         raise RobosafeError(f"{path}: exists and is not empty (and not a run directory); "
                             "choose another --out")
+    # everything that can be refused is read and formatted before the first folder is made
+    texts = task_texts(task_files)
+    config = {"format": FORMAT, "run_id": path.name, **config}
+    text = config_text(config)
     for sub in ("tasks", "traces", "actions", "outcomes"):
         (path / sub).mkdir(parents=True, exist_ok=True)
-    for task_id, src in task_files.items():
-        atomic_write(path / "tasks" / f"{task_id}.bddl", Path(src).read_text(encoding="utf-8"))
-    config = {"format": FORMAT, "run_id": path.name, **config}
-    atomic_write(path / "run.json", json.dumps(config, indent=2, sort_keys=True))
+    for task_id, task_text in texts.items():
+        atomic_write(path / "tasks" / f"{task_id}.bddl", task_text)
+    atomic_write(path / "run.json", text)
     return RunDir(path, config)
+
+
+def task_texts(task_files: dict[str, str | Path]) -> dict[str, str]:
+    """task_id -> the text of its file; a file that is missing or not UTF-8 is one error
+    naming it (the run copies the text, and a worker reads the copy)."""
+    out = {}
+    for task_id, src in task_files.items():
+        try:
+            with open(src, "rb") as fh:
+                data = fh.read(MAX_TASK_FILE + 1)  # bounded: a huge file is not read whole
+        except FileNotFoundError:
+            raise RobosafeError(f"task file not found: {src}") from None
+        if len(data) > MAX_TASK_FILE:
+            raise RobosafeError(f"{src}: larger than {MAX_TASK_FILE >> 20} MiB; not a task file")
+        try:
+            out[task_id] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RobosafeError(f"{src}: not a UTF-8 text file (byte {exc.start}: "
+                                f"{exc.reason})") from None
+    return out
+
+
+def config_text(config: dict[str, Any]) -> str:
+    """run.json's text: strict JSON, so a number that is not one (NaN, inf) is refused here
+    rather than written as a bare ``NaN`` that no JSON reader (nor ``--resume``) accepts."""
+    try:
+        return json.dumps(config, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError as exc:
+        bad = sorted(k for k, v in config.items()
+                     if isinstance(v, float) and not math.isfinite(v))
+        raise RobosafeError("the run configuration holds a number JSON cannot write"
+                            + (f" ({', '.join(bad)})" if bad else f" ({exc})")) from None
 
 
 def open_run(path: str | Path) -> RunDir:

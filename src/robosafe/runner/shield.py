@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from robosafe.budget import MAX_SHIELD_HORIZON, check_count
 from robosafe.errors import RobosafeError
 from robosafe.runner.screen import at_rest, reach, repeats, still_world
 
@@ -65,10 +66,17 @@ class ShieldConfig:
             raise RobosafeError(f"--shield {self.mode!r}: choose from {', '.join(MODES)}")
         if self.horizon < 1:
             raise RobosafeError(f"--shield-horizon must be >= 1, got {self.horizon}")
+        check_count("--shield-horizon", self.horizon, MAX_SHIELD_HORIZON,
+                    "steps simulated ahead at every control step, once per candidate")
+        if not math.isfinite(self.margin):
+            raise RobosafeError(f"--shield-margin must be a finite number, got {self.margin}")
         bad = [c for c in self.candidates if c not in CANDIDATES]
         if bad or not self.candidates:
             raise RobosafeError(f"--shield-candidates {','.join(self.candidates)!r}: choose "
                                 f"from {', '.join(CANDIDATES)}")
+        twice = sorted({c for c in self.candidates if self.candidates.count(c) > 1})
+        if twice:
+            raise RobosafeError(f"--shield-candidates: {', '.join(twice)} given twice")
 
 
 # -- copying simulator state ---------------------------------------------------------------------

@@ -69,6 +69,10 @@ def _find_root(cfg: dict[str, str], *, nonempty: bool) -> Path | None:
         path = Path(env).expanduser()
         if not path.is_dir():
             raise RobosafeError(f"${cfg['env']}={env}: not a directory")
+        if nonempty and not any(p.is_dir() for p in path.iterdir()):
+            # every asset would then be a stand-in, which a run would only say in warnings
+            raise RobosafeError(f"${cfg['env']}={env}: holds no asset folders; point it at "
+                                "the assets folder itself")
         return path
     spec = importlib.util.find_spec(cfg["package"])
     if spec is not None and spec.submodule_search_locations:
@@ -136,7 +140,8 @@ def _row(source: str, key: str) -> dict[str, Any]:
 
 def missing_file(source: str, key: str) -> str | None:
     """The first file the asset needs that none of its folders holds (the XML, then the
-    meshes and textures it names), relative to the assets folder; None when all are there."""
+    meshes and textures it names), relative to the assets folder; None when all are there.
+    An XML that is there but cannot be parsed is an error naming it."""
     roots = _roots(source)
     rel = Path(_row(source, key)["xml"])
     src = _find(rel, roots)
@@ -144,8 +149,10 @@ def missing_file(source: str, key: str) -> str | None:
         return str(rel)
     try:
         top = ET.parse(src).getroot()
-    except (OSError, ET.ParseError):
-        return str(rel)
+    except (OSError, ET.ParseError) as exc:
+        # there but unreadable (garbage, an entity bomb expat refuses): an error naming the
+        # file, not "not found" and a stand-in nobody asked for
+        raise RobosafeError(f"{src}: cannot read asset ({exc})") from None
     for el, ref in _file_refs(top, rel):
         if _find(ref, roots) is None:
             return str(ref)

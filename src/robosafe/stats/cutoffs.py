@@ -48,6 +48,7 @@ from typing import Literal
 
 import numpy as np
 
+from robosafe.budget import check_memory
 from robosafe.errors import RobosafeError
 from robosafe.stats.wald import check_design, z_crit
 
@@ -323,8 +324,10 @@ def _state_dp_kernel(d, e, x, val, li, T, RS, R, dmax, l_max, n_lo, inf):  # pra
     return out
 
 
-def _state_dp_binary(T: int, S: int) -> np.ndarray:
-    """R = 1: the same table as ``_state_dp(T, S, 1)`` by a greedy instead of a DP over tasks.
+def _state_dp_binary(T: int, S: int, l_lo: int = 0, l_hi: int | None = None) -> np.ndarray:
+    """R = 1: rows L = l_lo..l_hi (default all) of the table of ``_state_dp(T, S, 1)``, by a
+    greedy instead of a DP over tasks. Memory is the rows asked for plus O(S): one gap's row
+    (``classify_gain``) costs O(T + S) whatever N is.
 
     For R = 1 the types are d in [-S, S] with defect (S - d) mod 2 and value
     f(d) = K d^2 + max(0, -d), convex along each parity class. With D tasks in the odd class, the
@@ -333,7 +336,8 @@ def _state_dp_binary(T: int, S: int) -> np.ndarray:
     increments (each task's own steps are nondecreasing, so prefixes are taken in order).
     """
     RN, K = S * T, S * T + 1
-    out = np.full((RN + 1, T + 1, 1), _INF, dtype=np.int64)
+    l_hi = RN if l_hi is None else min(l_hi, RN)
+    out = np.full((l_hi - l_lo + 1, T + 1, 1), _INF, dtype=np.int64)
 
     def f(d: np.ndarray) -> np.ndarray:
         return K * d * d + np.maximum(0, -d)
@@ -348,14 +352,14 @@ def _state_dp_binary(T: int, S: int) -> np.ndarray:
         cw, cs = np.cumsum(w), np.cumsum(vals * w)
         lmin = int(d0[0]) * (T - D) + int(d1[0]) * D
         base = int(f(d0[0])) * (T - D) + int(f(d1[0])) * D
-        start = max(lmin, lmin % 2)                       # first L >= 0 of L's parity
-        m = (np.arange(start, RN + 1, 2) - lmin) // 2
+        start = max(lmin, l_lo + (l_lo - lmin) % 2)      # first L >= l_lo of L's parity
+        m = (np.arange(start, l_hi + 1, 2) - lmin) // 2
         m = m[m <= cw[-1]]
         i = np.searchsorted(cw, m)            # first merged value whose cumulative count >= m
         prev_w = np.where(i > 0, cw[i - 1], 0)
         prev_s = np.where(i > 0, cs[i - 1], 0)
         top = vals[np.minimum(i, len(vals) - 1)]
-        out[lmin + 2 * m, D, 0] = base + prev_s + (m - prev_w) * top
+        out[lmin + 2 * m - l_lo, D, 0] = base + prev_s + (m - prev_w) * top
     return out
 
 
@@ -367,19 +371,36 @@ class _Envelope:
     K: int
     suffix: np.ndarray   # [L, D0] max over D >= D0, X of S R 2H - cost (states with H <= J)
     prefix: np.ndarray   # [L, D0, X] least (cost * K + Lo) over D < D0 (states with H > J)
+    l_lo: int = 0        # the gap of row 0 of both tables
+
+
+def _envelope_bytes(T: int, S: int, R: int, rows: int, l_max: int) -> int:
+    """Peak memory of ``_envelope`` for ``rows`` gaps up to ``l_max``, worked out from the
+    array shapes it allocates (int64): R = 1 holds the rows' table about six times over (the
+    table, its reachability, the value and its temporaries, the suffix and prefix tables);
+    R > 1 adds the compiled DP's two working tables over every partial sum (X, L, D)."""
+    dmax = T * (3 * R - 2) + 1
+    table = rows * (T + 1 if R == 1 else dmax) * R
+    if R == 1:  # and the greedy's dozen arrays over one task's 2S + 1 differences
+        return 8 * 6 * table + 8 * 12 * (2 * S + 1)
+    work = R * (2 * R * S * T + 1) * (dmax // (2 * R) + 2)
+    return 8 * (2 * work + 2 * R * (l_max + 1) * dmax + 6 * table)
 
 
 @lru_cache(maxsize=16)
-def _envelope(T: int, S: int, R: int, l_max: int | None = None) -> _Envelope:
-    """Suffix / prefix tables of module doc step 4 for gaps L <= l_max (default: all)."""
+def _envelope(T: int, S: int, R: int, l_max: int | None = None, l_lo: int = 0) -> _Envelope:
+    """Suffix / prefix tables of module doc step 4 for gaps l_lo <= L <= l_max (default: all)."""
     RN = R * S * T
     K = RN + 1
     if (S * R * R + R * R * S * S) * T * K >= 1 << 61:
         raise RobosafeError(f"benchmark too large for exact Q_hi (T={T}, S={S}, R={R})")
-    F = _state_dp_binary(T, S) if R == 1 else _state_dp(T, S, R, l_max=l_max)
-    F = F[:RN + 1 if l_max is None else l_max + 1]
+    l_top = RN if l_max is None else min(l_max, RN)
+    check_memory(f"the exact Q_hi envelope for T={T} S={S} R={R}",
+                 _envelope_bytes(T, S, R, l_top - l_lo + 1, l_top))
+    F = (_state_dp_binary(T, S, l_lo, l_top) if R == 1
+         else _state_dp(T, S, R, l_max=l_top)[l_lo:l_top + 1])
     reach = F < _INF
-    L = np.arange(len(F))[:, None, None]
+    L = l_lo + np.arange(len(F))[:, None, None]
     D = np.arange(F.shape[1])[None, :, None]
     v = np.where(reach, S * R * (RN - L - D) - F // K, _NEG).max(axis=2)
     suffix = np.full((len(F), F.shape[1] + 1), _NEG, dtype=np.int64)
@@ -388,7 +409,7 @@ def _envelope(T: int, S: int, R: int, l_max: int | None = None) -> _Envelope:
     prefix[:, 1:] = np.minimum.accumulate(F, axis=1)
     for a in (suffix, prefix):
         a.setflags(write=False)
-    return _Envelope(T, S, R, K, suffix, prefix)
+    return _Envelope(T, S, R, K, suffix, prefix, l_lo)
 
 
 def _sq_hi(env: _Envelope, A: np.ndarray, L: np.ndarray, *,
@@ -398,10 +419,11 @@ def _sq_hi(env: _Envelope, A: np.ndarray, L: np.ndarray, *,
     RN = R * S * T
     J = np.minimum(A, RN - A - L)
     D0 = np.clip(RN - L - 2 * J, 0, env.suffix.shape[1] - 1)
-    best = env.suffix[L, D0]
+    row = L - env.l_lo
+    best = env.suffix[row, D0]
     sure = best.copy()
     for X in range(R):
-        e = env.prefix[L, D0, X]
+        e = env.prefix[row, D0, X]
         js = J - (J - X) % R
         ok = (e < _INF) & (js >= 0)
         v = np.where(ok, 2 * S * R * js - e // K, _NEG)
@@ -417,7 +439,12 @@ def _sq_hi(env: _Envelope, A: np.ndarray, L: np.ndarray, *,
 def _sq_hi_budgeted(T: int, S: int, R: int, L: np.ndarray, J: np.ndarray) -> np.ndarray:
     """Exact S * Phi(L, J) tracking Lo explicitly (fallback of module doc step 4)."""
     RN = R * S * T
-    F = _state_dp(T, S, R, lo_cap=int(J.max()), l_max=int(L.max()))
+    lo_cap, l_max = int(J.max()), int(L.max())
+    # the compiled DP's two working tables over every partial sum, each Lo up to the cap
+    dmax = T * (3 * R - 2) + 1
+    check_memory(f"the exact Q_hi fallback for T={T} S={S} R={R}",
+                 8 * 3 * R * (2 * R * S * T + 1) * (dmax // (2 * R) + 2) * (lo_cap + 1))
+    F = _state_dp(T, S, R, lo_cap=lo_cap, l_max=l_max)
     F = np.minimum.accumulate(F, axis=3)            # least cost with Lo <= budget
     c = F[L, :, :, J]                               # (pairs, D, X)
     D = np.arange(F.shape[1])[None, :, None]
@@ -451,11 +478,18 @@ def _last_failure(A: np.ndarray, T: int, S: int, R: int, c: float) -> np.ndarray
     """Per A, the largest L in L_A that does not reject at Q_hi (0 if none)."""
     RN = R * S * T
     # Q <= N R^2 for every table, so every L above the first L rejecting at N R^2 rejects.
-    top = 1
-    while not _rejects(top, S * RN * R, S, c):
+    # That first L, from the closed form and then the literal rule (float rounding): a count
+    # up from 1 would take c sqrt(N) R steps, minutes for a huge N
+    sq = S * RN * R
+    top = max(1, math.floor(c * math.sqrt(sq / S)))
+    while top > 1 and _rejects(top - 1, sq, S, c):
+        top -= 1
+    while not _rejects(top, sq, S, c):
         top += 1
     if top == 1:
         return np.zeros(len(A), dtype=np.int64)
+    # the (A, L) grid below: a handful of int64 and bool arrays of len(A) x (top - 1)
+    check_memory(f"the L_forall search for T={T} S={S} R={R}", 48 * len(A) * (top - 1))
     Ls = np.arange(1, top)
     AA, LL = np.meshgrid(A, Ls, indexing="ij")
     valid = LL <= RN - AA
@@ -567,7 +601,8 @@ def classify_gain(A: int, B: int, T: int, S: int, R: int, alpha: float,
         return GainClassification("no_improvement", A, B, L, math.nan, math.nan, c, paired)
     r = L % S
     sq_lo = S * r - r * r
-    sq_hi = int(_sq_hi(_envelope(T, S, R), np.array([A]), np.array([L]))[0])
+    # the envelope of this one gap: memory linear in T and S, where all gaps' would be O(N T)
+    sq_hi = int(_sq_hi(_envelope(T, S, R, L, L), np.array([A]), np.array([L]))[0])
     if not _rejects(L, sq_lo, S, c):
         label: Label = "provably_not_significant"
     elif _rejects(L, sq_hi, S, c):

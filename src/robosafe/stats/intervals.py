@@ -77,6 +77,10 @@ def bootstrap_mean_interval(values: np.ndarray, *, n_boot: int = 10_000, seed: i
     in chunks so memory stays at ``chunk * n`` indices.
     """
     import numpy as np
+
+    from robosafe.budget import check_bootstrap
+
+    check_bootstrap(n_boot)  # the means array alone is 8 bytes a resample
     x = np.asarray(values, dtype=float)
     n = x.shape[0]
     if n == 0:
