@@ -517,13 +517,13 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
 
         require_video()
     out = Path(out)
-    check_policy_inputs(cfg)
     if resume:
         open_run(out)  # a clear error before anything is locked or created
     else:
         cfg.seed_list()
         check_task_files(cfg)
         config_text(cfg.to_json())
+    check_policy_inputs(cfg)
     lock = DirLock.acquire(make_dir(out), "run directory")
     try:
         if resume:
@@ -560,6 +560,10 @@ def check_policy_spec(spec: str) -> None:
     kind = policy_kind(spec)
     if kind == "replay":
         ReplayPolicy(spec.removeprefix("replay:"))
+    elif kind == "lerobot":
+        from robosafe.policies.lerobot import read_checkpoint
+
+        read_checkpoint(spec.removeprefix("lerobot:"))
     elif kind == "remote":
         try:
             url = urlsplit(spec)
