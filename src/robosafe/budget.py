@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from robosafe.errors import RobosafeError
+from robosafe.errors import BudgetError, RobosafeError
 
 GIB = 1 << 30
 
@@ -46,10 +46,6 @@ MAX_IMAGE_SIZE = 4096
 MAX_WORKERS = 1024
 
 _limit = [DEFAULT_MEMORY]
-
-
-class BudgetError(RobosafeError):
-    """A size that would cost more than its limit; the message says what it would need."""
 
 
 def memory_limit() -> int:

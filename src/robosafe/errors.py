@@ -132,3 +132,8 @@ class AskInterrupted(RobosafeError):
     def __init__(self, answers: list, total: int):
         super().__init__(f"interrupted: {len(answers)} of {total} clips answered")
         self.answers, self.total = answers, total
+
+
+class BudgetError(RobosafeError):
+    """A size that would cost more than its limit; the message says what it would need
+    (:mod:`robosafe.budget`)."""
