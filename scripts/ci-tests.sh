@@ -9,9 +9,10 @@
 # install; the LiteLLM proxy's venv (tests/litellm_proxy.py) first, since one main-suite test
 # needs it (it waits on the venv's lock). Then the main suite (tests/, two pytest-xdist
 # workers) runs in the foreground while those builds finish, then the tests marked serial with
-# no other test process (timing-sensitive) but the base and lerobot lanes (small, no rendering),
-# then the other three lanes two at a time: LIBERO's, the longest, beside sim and arena in turn
-# (each lane is one pytest process, so two of them fill the two cores).
+# no other test process (timing-sensitive) but the base lane (small, no rendering), then the
+# other four lanes two at a time: lerobot's (a LeRobot policy collected, trained and evaluated)
+# beside LIBERO's, then beside sim's and arena's in turn (each lane is one pytest process, so
+# two of them fill the two cores).
 # A failed part never stops the others; each part's output is in .ci-logs/<part>.log (its test
 # times in .ci-logs/<part>.xml), printed under a header, and the summary names every part with
 # its status and wall time, then the whole run's, then the 30 slowest tests. The exit status
@@ -110,13 +111,12 @@ lane() {  # name, venv, folder, [env...]: the folder's tests in that venv, once 
 # module again (8 s -> 1 s): a test is marked in its own file (pytestmark, a decorator or
 # pytest.param), so these are a superset of the files holding serial tests
 mapfile -t serial_files < <(grep -lw serial tests/test_*.py)
-# The base and lerobot lanes run beside the serial part, one after the other: they render
-# nothing and are small (about 20 s each), and the serial tests leave a third of the two cores
-# idle (Ray's processes starting); LIBERO's lane alone then sets the length of the last part
-(
-  lane base .venv-base tests_base
-  lane lerobot .venv-lerobot tests_lerobot
-) &
+# The base lane runs beside the serial part: it renders nothing and is small (about 20 s), and
+# the serial tests leave a third of the two cores idle (Ray's processes starting). The lerobot
+# lane is not small any more (it collects, trains and evaluates a LeRobot policy), so it runs
+# in the last part, beside LIBERO's and then sim's and arena's, away from the timing-sensitive
+# serial tests
+lane base .venv-base tests_base &
 small_lanes=$!
 part serial .venv/bin/python -m pytest -m serial --junitxml="$logs/serial.xml" \
   "${serial_files[@]}"
@@ -126,13 +126,16 @@ lanes=(libero base sim arena lerobot)
 lane libero .venv-libero tests_libero &
 libero=$!
 wait "$small_lanes"
+lane lerobot .venv-lerobot tests_lerobot NUMBA_CACHE_DIR="$root/.venv-lerobot/numba-cache" &
+lerobot=$!
+wait "$libero"
 lane sim .venv-sim tests_sim
 # VLA-Arena's environment pins numba 0.61.2 and runs robosafe from this checkout, as LIBERO's
 # (numba 0.68.1) does: numba keeps one cache index per function and Python version beside
 # the source and drops another version's, so the two lanes side by side recompiled robosafe's
 # kernels in turn, in nearly every process. The arena lane keeps its own cache.
 lane arena .venv-arena tests_arena MUJOCO_GL=egl NUMBA_CACHE_DIR="$root/.venv-arena/numba-cache"
-wait "$libero"
+wait "$lerobot"
 wait "$builder"
 for b in "${builds[@]}"; do
   read -r rc _ <"$logs/build-$b.status"
