@@ -237,3 +237,20 @@ def test_help_puts_the_first_tasks_first_and_old_commands_point_at_compare(cli):
     assert first == sorted(first) and "Start here" in out
     for args in (("audit", "paired"), ("results", "compare"), ("stats", "compare")):
         assert "robosafe compare A B" in cli(*args, "--help").stdout
+
+
+def test_old_commands_point_at_compare_where_they_cannot_do_it(cli, runs, tmp_path):
+    careful, bold = runs
+    proc = cli("audit", "paired", careful, bold)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"robosafe: error: {careful}: a directory; audit paired takes "
+                                   "two outcome CSVs (`robosafe compare A B` takes run "
+                                   "directories too)")
+    db = tmp_path / "r.duckdb"
+    assert cli("results", "ingest", careful, bold, "--db", db).returncode == 0
+    # bold has a crash and a task careful lacks: results compare falls back to independent
+    # samples, and says where the paired comparison of the shared instances is
+    proc = cli("results", "compare", "careful", "bold", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "(`robosafe compare careful bold` pairs on the instances both runs share" \
+        in proc.stderr

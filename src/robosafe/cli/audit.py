@@ -198,6 +198,10 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
     """
     from robosafe.audit.significance import paired_outcome_test
 
+    for p in (outcomes_a, outcomes_b):
+        if p.is_dir():
+            raise RobosafeError(f"{p}: a directory; audit paired takes two outcome CSVs "
+                                "(`robosafe compare A B` takes run directories too)")
     r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
     if as_json:
         emit_json(r.to_dict(), None, True)

@@ -167,7 +167,8 @@ def compare(
                   *(num_ci(s.interventions, s.interventions_ci, 2) for s in sides))
     Console().print(table)
     if r.design_note:
-        typer.echo(f"robosafe: {r.design_note}", err=True)
+        typer.echo(f"robosafe: {r.design_note} (`robosafe compare {run_a} {run_b}` pairs on "
+                   "the instances both runs share and counts the rest)", err=True)
     if r.degenerate:
         typer.echo(f"difference B - A = {r.difference:+.4f}; {r.degenerate}")
         return
