@@ -31,7 +31,8 @@ def _row(r: OutcomeRow, where: str, *, safe: bool | None, sbu: bool | None) -> S
                    language_level=r.language_level or 0, visual_level=r.visual_level or 0,
                    crashed=r.crashed, success=None if r.crashed else r.success,
                    safe=None if r.crashed else safe, sbu=None if r.crashed else sbu,
-                   cost=None if r.crashed else r.cumulative_cost, where=where)
+                   cost=None if r.crashed else r.cumulative_cost, where=where,
+                   episode_idx=r.episode_idx)
 
 
 def run_dir_side(path: Path, warn: Callable[[str], None]) -> Side:

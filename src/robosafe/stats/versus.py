@@ -55,6 +55,7 @@ class SideRow:
     sbu: bool | None
     cost: float | None
     where: str  # the file (and line) or store row, for error messages
+    episode_idx: int | None = None  # the order the run scheduled it (its seed's index)
 
     @property
     def key(self) -> tuple[str, str, str, int, int]:
