@@ -215,5 +215,67 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
     typer.echo(f"from the top-line counts alone this gain is: {r.label.replace('_', ' ')}")
 
 
+@audit_app.command("sequential")
+@user_errors
+def sequential(outcomes_a: Path = typer.Argument(..., help="Outcome CSV or run directory of "
+                                                 "the baseline policy A (or the one policy, "
+                                                 "with --target / --width)."),
+               outcomes_b: Path = typer.Argument(None, help="Outcome CSV or run directory of "
+                                                 "the new policy B."),
+               metric: list[str] = typer.Option(["success"], "--metric",
+                                                help="success or safe; repeat for both "
+                                                     "(each tested at alpha / m)."),
+               alpha: float = typer.Option(0.05, "--alpha",
+                                           help="Chance of any wrong decision, in (0, 0.5)."),
+               delta: float = typer.Option(None, "--delta",
+                                           help="Smallest gap worth having: decide "
+                                                "'not_better' once B is shown not better by "
+                                                "this much."),
+               two_sided: bool = typer.Option(False, "--two-sided",
+                                              help="Also decide 'worse' (each side at "
+                                                   "alpha / 2)."),
+               target: float = typer.Option(None, "--target",
+                                            help="One table: decide whether the rate is above "
+                                                 "or below this."),
+               width: float = typer.Option(None, "--width",
+                                           help="One table: stop once the interval is this "
+                                                "narrow."),
+               budget: int = typer.Option(None, "--budget",
+                                          help="Use at most this many pairs (episodes)."),
+               order: str = typer.Option("auto", "--order",
+                                         help="rows: the file's row order; episode: by "
+                                              "episode_idx (seed order); auto: rows for a "
+                                              "CSV, episode for a run directory."),
+               unpaired: bool = typer.Option(False, "--unpaired",
+                                             help="Runs on different seeds: pair the i-th "
+                                                  "episode of A with the i-th of B."),
+               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """When could this evaluation have stopped? Anytime-valid sequential test of B against A
+    on paired seeds (or one policy against a target), in the order the episodes ran."""
+    from robosafe.audit.sequential import describe, sequential_audit
+
+    r = sequential_audit(outcomes_a, outcomes_b, metrics=metric, alpha=alpha, delta=delta,
+                         target=target, width=width, two_sided=two_sided, budget=budget,
+                         order=order, unpaired=unpaired)
+    if as_json:
+        emit_json(r.to_dict(), None, True)
+        return
+    head = (f"{r.source_a}" if r.source_b is None else f"{r.source_b} (B) vs {r.source_a} (A)")
+    typer.echo(f"{head}, {r.test}, in {r.order} order:")
+    for m in r.metrics:
+        typer.echo("  " + describe(m, r.test))
+        left = [f"{n} {what}" for n, what in ((m.dropped_a, "rows of A"),
+                                              (m.dropped_b, "rows of B")) if n]
+        if left:
+            typer.echo(f"    left out ({m.metric} unknown or crashed): {', '.join(left)}")
+        lone = [f"{n} of {w}" for n, w in ((m.unmatched_a, "A"), (m.unmatched_b, "B")) if n]
+        if lone:
+            typer.echo(f"    rows without a partner: {', '.join(lone)}")
+    if len(r.metrics) > 1:
+        j = r.joint
+        typer.echo(f"all metrics {'decided' if j.decided else 'not all decided'} after "
+                   f"{j.episodes} (alpha {r.alpha:g} shared: {j.alpha_each:g} each)")
+
+
 def _num(x: float) -> str:
     return "none" if x == float("inf") else f"{x:.4f}"

@@ -2,6 +2,7 @@
 
 Formulas follow SafeVLA-Bench App. E (Wilson, bootstrap) and the benchmark-audit paper
 (App. A.2 intervals, Sec. 4 / App. C tests and cutoffs); each function cites its equation.
+The sequential tests (anytime-valid: stop when decided) are robosafe's own, in ``sequential``.
 """
 
 from importlib import import_module
@@ -17,6 +18,8 @@ _HOME = {
     "stratified_bootstrap_mean_interval": "intervals", "two_sample_wald_interval": "intervals",
     "wilson_interval": "intervals",
     "independent_wald_test": "wald", "paired_wald_test": "wald",
+    "multi_sequential": "sequential", "paired_sequential": "sequential",
+    "proportion_sequential": "sequential", "unpaired_sequential": "sequential",
 }
 
 
@@ -28,5 +31,7 @@ def __getattr__(name: str):
 
 __all__ = ["Interval", "bootstrap_mean_interval", "classify_gain", "cutoff_table",
            "delta_exists", "delta_forall", "independent_wald_test", "l_exists", "l_forall",
-           "newcombe_interval", "paired_wald_interval", "paired_wald_test", "realizable_count",
-           "stratified_bootstrap_mean_interval", "two_sample_wald_interval", "wilson_interval"]
+           "multi_sequential", "newcombe_interval", "paired_sequential", "paired_wald_interval",
+           "paired_wald_test", "proportion_sequential", "realizable_count",
+           "stratified_bootstrap_mean_interval", "two_sample_wald_interval",
+           "unpaired_sequential", "wilson_interval"]
