@@ -254,3 +254,46 @@ def test_old_commands_point_at_compare_where_they_cannot_do_it(cli, runs, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert "(`robosafe compare careful bold` pairs on the instances both runs share" \
         in proc.stderr
+
+
+# --- --sequential (stats.sequential's anytime-valid tests, in episode order)
+
+def ordered(outcomes):
+    """One task, instance ids sorting against the run order: episode k is instance i{19-k}."""
+    return side("s", [SideRow(suite="s", task_id="t", instance_id=f"i{19 - k:02d}",
+                              language_level=0, visual_level=0, crashed=False,
+                              success=bool(y), safe=True, sbu=False, cost=None,
+                              where=f"row {k}", episode_idx=k)
+                      for k, y in enumerate(outcomes)])
+
+
+def test_sequential_decides_in_episode_order_at_alpha_over_m():
+    # B wins the first 10 episodes, then both succeed; Safety never differs
+    v = compare_sides(ordered([0] * 10 + [1] * 10), ordered([1] * 20), sequential=True)
+    sq = v.sequential
+    assert (sq.design, sq.alpha_each) == ("paired", 0.025)
+    s, safety = sq.metrics
+    # after w wins and no loss, E = 2^(w+1) B(1+w, 1) P(Beta(1+w, 1) > 1/2)
+    # = (2^(w+1) - 1) / (w + 1): 255/8 = 31.9 after 7, 511/9 = 56.8 >= 1/0.025 = 40 after 8
+    assert (s.metric, s.result.decision, s.result.episodes) == ("success", "better", 8)
+    assert (safety.result.decision, safety.result.episodes) == ("undecided", 20)
+    # the joint decision waits for every metric
+    assert (sq.decision, sq.episodes) == ("undecided", 20)
+    assert v.to_dict()["sequential"]["metrics"][0]["decision"] == "better"
+
+
+def test_sequential_needs_the_run_order():
+    a = side("a.csv", [row("t", f"i{k}", 0) for k in range(4)])
+    with pytest.raises(RobosafeError, match="t/i0: no episode_idx: --sequential needs the order"):
+        compare_sides(a, a, sequential=True)
+
+
+def test_sequential_on_the_command_line(cli, runs):
+    proc = cli("compare", *runs, "--sequential", "--json")
+    assert proc.returncode == 0, proc.stderr
+    sq = json.loads(proc.stdout)["sequential"]
+    assert [m["metric"] for m in sq["metrics"]] == ["success", "safety"]
+    assert sq["alpha_each"] == 0.025 and sq["metrics"][0]["available"] == 7
+    proc = cli("compare", *runs, "--sequential")
+    assert "sequential (paired, anytime-valid, in episode index order" in proc.stdout
+    assert "  success: " in proc.stdout

@@ -42,6 +42,11 @@ def compare(
                                help="paired (the instances both finished; default) | "
                                     "unpaired (independent samples per task, App. C.6)."),
     alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
+    sequential: bool = typer.Option(False, "--sequential",
+                                    help="Also the anytime-valid decision on success and "
+                                         "Safety (alpha / 2 each), in episode order: when the "
+                                         "evaluation could have stopped (as `audit "
+                                         "sequential`)."),
     db: str = typer.Option(DEFAULT_DB, "--db", envvar=DB_ENV,
                            help=f"Results database for run ids (default: ${DB_ENV} or "
                                 f"./{DEFAULT_DB})."),
@@ -58,7 +63,7 @@ def compare(
     from robosafe.stats.versus import compare_sides, pairs_summary
 
     side_a, side_b = read_side(a, db, warn), read_side(b, db, warn)
-    v = compare_sides(side_a, side_b, design=design, alpha=alpha)
+    v = compare_sides(side_a, side_b, design=design, alpha=alpha, sequential=sequential)
     if as_json:
         emit_json(v.to_dict(), None, True)
         return
@@ -89,3 +94,13 @@ def compare(
     if tests:
         typer.echo(f"p: one-sided test of \"B better\" (n.s.: not significant at alpha="
                    f"{v.alpha:g}), the {'; '.join(tests)}")
+    if v.sequential is not None:
+        from robosafe.audit.sequential import MetricAudit, describe
+
+        sq = v.sequential
+        typer.echo(f"sequential ({sq.design}, anytime-valid, in {sq.order} order, "
+                   f"alpha/{len(sq.metrics)} = {sq.alpha_each:g} per metric): {sq.decision} "
+                   f"after {sq.episodes} pairs")
+        for m in sq.metrics:
+            # describe() words one metric's decision as `audit sequential` prints it
+            typer.echo("  " + describe(MetricAudit(m.metric, m.result, 0, 0, 0, 0), sq.design))

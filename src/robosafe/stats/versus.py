@@ -28,6 +28,13 @@ from robosafe.stats.intervals import (
     wilson_interval,
 )
 from robosafe.stats.outcomes import Paired, paired_design
+from robosafe.stats.sequential import (
+    ComparisonDecision,
+    check_alpha,
+    combine,
+    paired_sequential,
+    unpaired_sequential,
+)
 from robosafe.stats.wald import WaldResult, independent_wald_test, paired_wald_test
 
 DESIGNS = ("paired", "unpaired")
@@ -134,9 +141,12 @@ class Versus:
     left_out: tuple[LeftOut, ...]
     metrics: tuple[MetricResult, ...]
     not_reported: tuple[str, ...]  # metrics with no figures at all, and why
+    sequential: SequentialVersus | None = None  # with --sequential
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(asdict(self))
+        d = asdict(self)
+        d["sequential"] = None if self.sequential is None else self.sequential.to_dict()
+        return jsonable(d)
 
 
 def _index(side: Side, name: str) -> dict[tuple, SideRow]:
@@ -347,13 +357,14 @@ def _unpaired_metrics(a: Side, b: Side, *, alpha: float, confidence: float
 
 
 def compare_sides(a: Side, b: Side, *, design: str = "paired", alpha: float = 0.05,
-                  confidence: float = 0.95) -> Versus:
+                  confidence: float = 0.95, sequential: bool = False) -> Versus:
     """B against A on success, Safety, SBU (and cumulative cost when both sides have it).
 
     ``paired``: the instances both sides finished; a row of either side that has no finished
     partner is left out and counted (crashed, crashed on the other side, not in the other
     side). ``unpaired``: every finished row, as independent samples per task (App. C.6).
     A pair of sides with no shared instance is an error under the paired design.
+    ``sequential`` adds the anytime-valid decision of :func:`sequential_sides`.
     """
     if design not in DESIGNS:
         raise RobosafeError(f"unknown design {design!r} (choose from {', '.join(DESIGNS)})")
@@ -370,7 +381,9 @@ def compare_sides(a: Side, b: Side, *, design: str = "paired", alpha: float = 0.
     return Versus(a=a.name, b=b.name, kind_a=a.kind, kind_b=b.kind, design=design,
                   alpha=alpha, confidence=confidence, rows_a=len(a.rows), rows_b=len(b.rows),
                   n_pairs=n_pairs, left_out=_count(out), metrics=tuple(metrics),
-                  not_reported=tuple(skipped))
+                  not_reported=tuple(skipped),
+                  sequential=(sequential_sides(a, b, design=design, alpha=alpha)
+                              if sequential else None))
 
 
 def pairs_summary(v: Versus) -> Sequence[str]:
@@ -387,3 +400,99 @@ def pairs_summary(v: Versus) -> Sequence[str]:
         if parts:
             lines.append(f"left out of {side}: " + ", ".join(parts))
     return lines
+
+
+# --- --sequential: when could the evaluation have stopped (stats.sequential)
+
+SEQUENTIAL = (("success", "success"), ("safety", "safe"))
+
+
+@dataclass(frozen=True)
+class SequentialMetric:
+    """One metric's anytime-valid decision (``stats.sequential``) over the pairs in run
+    order; ``unknown`` counts the pairs (or unpaired rows) without the metric on a side."""
+
+    metric: str
+    result: ComparisonDecision
+    unknown: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, **self.result.to_dict(), "unknown": self.unknown}
+
+
+@dataclass(frozen=True)
+class SequentialVersus:
+    """``compare --sequential``: success and Safety tested at alpha / m each (Bonferroni), in
+    episode order. ``decision`` is ``decided`` when every metric is; ``episodes`` the pairs
+    until the last one was (all of them when one is not)."""
+
+    design: str
+    order: str
+    alpha: float
+    alpha_each: float
+    decision: str
+    episodes: int
+    metrics: tuple[SequentialMetric, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"design": self.design, "order": self.order, "alpha": self.alpha,
+                         "alpha_each": self.alpha_each, "decision": self.decision,
+                         "episodes": self.episodes,
+                         "metrics": [m.to_dict() for m in self.metrics]})
+
+
+def _run_order(rows: Sequence[SideRow], name: str) -> None:
+    missing = next((r for r in rows if r.episode_idx is None), None)
+    if missing is not None:
+        raise RobosafeError(
+            f"{missing.where}: no episode_idx: --sequential needs the order the episodes ran "
+            f"(the tests are valid only in an order fixed before the outcomes were seen); "
+            f"`robosafe audit sequential --order rows` reads a CSV of {name} in its row order")
+
+
+def sequential_sides(a: Side, b: Side, *, design: str = "paired",
+                     alpha: float = 0.05) -> SequentialVersus:
+    """The anytime-valid comparison of B against A on success and Safety (those both sides
+    have), each at alpha / m, in episode order.
+
+    Paired: the pairs both sides finished, ordered by the later of the two episode indices
+    (a pair is complete when its second episode has run; both runs schedule their seeds in
+    index order), then by instance. Unpaired: each side's finished rows in episode order,
+    the i-th of A against the i-th of B (``stats.sequential.unpaired_sequential``).
+    """
+    alpha = check_alpha(alpha)
+    fields = [(m, f) for m, f in SEQUENTIAL
+              if not (_missing(a, "A", f) or _missing(b, "B", f))]
+    each = alpha / len(fields)
+    results: list[SequentialMetric] = []
+    if design == "paired":
+        pairs, _ = _pair_all(a, b)
+        _run_order([p[0] for p in pairs], "A")
+        _run_order([p[1] for p in pairs], "B")
+        pairs.sort(key=lambda p: (max(p[0].episode_idx, p[1].episode_idx), p[0].key))
+        for metric, field in fields:
+            known = [p for p in pairs
+                     if getattr(p[0], field) is not None and getattr(p[1], field) is not None]
+            if not known:
+                raise RobosafeError(f"{metric}: no shared instance has it on both sides")
+            res = paired_sequential([int(getattr(p[0], field)) for p in known],
+                                    [int(getattr(p[1], field)) for p in known], alpha=each)
+            results.append(SequentialMetric(metric, res, len(pairs) - len(known)))
+    elif design == "unpaired":
+        done = {}
+        for side, name in ((a, "A"), (b, "B")):
+            rows = [r for r in side.rows if not r.crashed]
+            _run_order(rows, name)
+            done[name] = sorted(rows, key=lambda r: (r.episode_idx, r.key))
+        for metric, field in fields:
+            ya = [int(getattr(r, field)) for r in done["A"] if getattr(r, field) is not None]
+            yb = [int(getattr(r, field)) for r in done["B"] if getattr(r, field) is not None]
+            res = unpaired_sequential(ya, yb, alpha=each)
+            results.append(SequentialMetric(
+                metric, res, len(done["A"]) + len(done["B"]) - len(ya) - len(yb)))
+    else:
+        raise RobosafeError(f"unknown design {design!r} (choose from {', '.join(DESIGNS)})")
+    joint = combine(alpha, {m.metric: m.result for m in results})
+    return SequentialVersus(design, "episode index", alpha, joint.alpha_each,
+                            "decided" if joint.decided else "undecided", joint.episodes,
+                            tuple(results))
