@@ -153,6 +153,9 @@ def build_workdir(d: Path) -> Path:
     shutil.copy(ex[".jsonl"], d / "b.jsonl")
     shutil.copy(ex[".parquet"], d / "a.parquet")
     shutil.copy(ex[".parquet"], d / "traces.parquet")
+    (d / "rollouts" / "sub").mkdir(parents=True)  # a folder of trace files for `score DIR`
+    shutil.copy(ex[".jsonl"], d / "rollouts" / "robocasa.jsonl")
+    shutil.copy(ex[".parquet"], d / "rollouts" / "sub" / "libero.parquet")
     (d / "runs").mkdir()
     shutil.copy(ex[".parquet"], d / "runs" / "libero.parquet")  # runs/*.parquet: 240 episodes
     shutil.copy(ex[".jsonl"], d / "runs" / "robocasa.jsonl")
@@ -278,7 +281,7 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_readme_scoring_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: score rollouts you already have"))
-    assert len(commands) == 4
+    assert len(commands) == 5
     for c in commands:
         proc = _run(c, workdir)
         # the LeRobot conversion holds positions only: its episodes are unscored, said, exit 2
@@ -291,8 +294,9 @@ def test_readme_scoring_quickstart_runs(workdir):
 @pytest.mark.slow
 def test_readme_audit_quickstart_runs(workdir):
     commands = _commands(_readme_block("Quickstart: is a claimed gain real?"))
-    assert len(commands) == 3
-    outs = {c.split()[2]: _run(c, workdir) for c in commands}
+    assert len(commands) == 4
+    outs = {(c.split()[1] if c.split()[1] == "compare" else c.split()[2]): _run(c, workdir)
+            for c in commands}
     for c, proc in outs.items():
         assert proc.returncode == 0, (c, proc.stderr)
     assert "[77.73, 88.00]%" in outs["wilson"].stdout  # Wilson 167/200, by hand in tests_base
@@ -300,6 +304,11 @@ def test_readme_audit_quickstart_runs(workdir):
     # = 6 - 3 * 4 / 4 = 3, Z = L / sqrt(Q * S / (S - 1)) = 6 / 2 = 3 (App. C.1)
     assert "Z = 3.000" in outs["paired"].stdout
     assert "significant at alpha=0.05" in outs["paired"].stdout
+    # the front door runs the same test: one-sided p = 1 - Phi(3) = 0.00135
+    assert "paired on 12 instance(s) both finished" in outs["compare"].stdout
+    assert "0.00135 B better" in outs["compare"].stdout
+    assert "not reported: safety: A (runs/a/outcomes.csv) has no safety judgement" \
+        in outs["compare"].stdout
 
 
 @pytest.mark.slow

@@ -229,6 +229,7 @@ def emit_json(payload: Any, out: str | None, to_stdout: bool) -> None:
 
 # Commands live in their own modules; importing registers them on ``app``.
 from robosafe.cli import audit as _audit  # noqa: F401
+from robosafe.cli import compare as _compare  # noqa: F401
 from robosafe.cli import grounding as _grounding  # noqa: F401
 from robosafe.cli import lerobot as _lerobot  # noqa: F401
 from robosafe.cli import policies as _policies  # noqa: F401
@@ -242,6 +243,27 @@ from robosafe.cli import specs as _specs  # noqa: F401
 from robosafe.cli import stats as _stats  # noqa: F401
 from robosafe.cli import suites as _suites  # noqa: F401
 from robosafe.cli import tasks as _tasks  # noqa: F401
+
+# `robosafe --help` lists first what a user comes to do (evaluate, score, compare, audit a
+# claim), then the rest; rich help prints the panels in the order their first command appears.
+START_HERE = "Start here: evaluate, score, compare, audit a claim"
+MORE = "More commands"
+_FIRST = ("run", "score", "compare", "audit")
+
+
+def _command_name(info: Any) -> str:
+    return info.name or (info.callback.__name__.replace("_", "-") if info.callback else "")
+
+
+def _help_panels() -> None:
+    for info in (*app.registered_commands, *app.registered_groups):
+        info.rich_help_panel = START_HERE if _command_name(info) in _FIRST else MORE
+    # the panel of the first command listed is printed first, so `run` leads the list
+    app.registered_commands.sort(key=lambda info: _FIRST.index(_command_name(info))
+                                 if _command_name(info) in _FIRST else len(_FIRST))
+
+
+_help_panels()
 
 
 def _one_line_usage_error(exc: Any) -> None:

@@ -13,7 +13,9 @@ from robosafe.report.tables import print_tables
 
 # The audit modules (numpy, scipy, matplotlib) are imported by the command that runs.
 
-audit_app = typer.Typer(no_args_is_help=True, help="Benchmark-audit diagnostics.")
+audit_app = typer.Typer(no_args_is_help=True,
+                        help="Audit a claim: is a published gain significant; drift, "
+                             "determinism, shortcut probes (benchmark-audit diagnostics).")
 app.add_typer(audit_app, name="audit")
 
 
@@ -193,9 +195,18 @@ def paired(outcomes_a: Path = typer.Argument(..., help="Outcome CSV of the basel
            alpha: float = typer.Option(0.05, "--alpha", help="One-sided significance level."),
            max_memory: float = max_memory_option(),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Exact paired task-stratified Wald test of B over A on shared instances (App. C.1)."""
+    """Exact paired task-stratified Wald test of B over A on shared instances (App. C.1).
+
+    Both CSVs must hold the same instances. `robosafe compare A B` is the front door for
+    "is B better than A": run directories, CSVs or store run ids, success, Safety and SBU,
+    the rows it leaves out counted.
+    """
     from robosafe.audit.significance import paired_outcome_test
 
+    for p in (outcomes_a, outcomes_b):
+        if p.is_dir():
+            raise RobosafeError(f"{p}: a directory; audit paired takes two outcome CSVs "
+                                "(`robosafe compare A B` takes run directories too)")
     with memory_limit(max_memory):
         r = paired_outcome_test(outcomes_a, outcomes_b, max_score=max_score, alpha=alpha)
     if as_json:

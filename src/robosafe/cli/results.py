@@ -140,8 +140,10 @@ def compare(
 ) -> None:
     """Is run B better than run A? (paper 002: paired Wald test App. C.1, else C.6)
 
-    Paired task-stratified Wald test on the instances both runs share (suite, task_id,
-    instance_id), else the stratified two-sample test.
+    Paired task-stratified Wald test when both runs hold the same instances (suite, task_id,
+    instance_id), else the stratified two-sample test. `robosafe compare A B` is the front
+    door: it pairs on the instances both share and counts the rows it leaves out, for stored
+    run ids, run directories or outcome CSVs, on success, Safety and SBU at once.
     """
     with Store(db, read_only=True) as store:
         r = store.compare(run_a, run_b, metric, design=design, alpha=alpha)
@@ -165,7 +167,8 @@ def compare(
                   *(num_ci(s.interventions, s.interventions_ci, 2) for s in sides))
     Console().print(table)
     if r.design_note:
-        typer.echo(f"robosafe: {r.design_note}", err=True)
+        typer.echo(f"robosafe: {r.design_note} (`robosafe compare {run_a} {run_b}` pairs on "
+                   "the instances both runs share and counts the rest)", err=True)
     if r.degenerate:
         typer.echo(f"difference B - A = {r.difference:+.4f}; {r.degenerate}")
         return

@@ -39,8 +39,9 @@ def example_paths() -> list[Path]:
 @user_errors
 def score(
     paths: list[Path] = typer.Argument(None, help="Trace files (.json, .jsonl[.gz], .parquet), "
-                                       "run directories of `robosafe run` or LeRobot v3.0 "
-                                       "dataset directories."),
+                                       "run directories of `robosafe run`, LeRobot v3.0 "
+                                       "dataset directories, or any other folder: every "
+                                       "one of those below it."),
     example: bool = typer.Option(False, "--example", help="Score the shipped example traces."),
     out: str = typer.Option(None, "--out", "-o", help="Write the App. B metrics JSON to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics JSON to stdout."),

@@ -139,7 +139,10 @@ def compare(tasks: int = typer.Option(..., "--tasks", help="Number of tasks T.")
                                                   "(C.6: the classes are then conservative)."),
             max_memory: float = max_memory_option(),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Classify a claimed gain from top-line counts alone (App. C.5, C.6)."""
+    """Classify a claimed gain from top-line counts alone (App. C.5, C.6).
+
+    With the episodes of both runs at hand, `robosafe compare A B` tests them directly.
+    """
     from robosafe.stats.cutoffs import classify_gain
 
     _design(tasks, samples, max_score, alpha)

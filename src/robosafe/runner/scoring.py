@@ -157,13 +157,91 @@ def _one_episode(trace: Path, row: OutcomeRow) -> Episode:
     return ep
 
 
+@dataclass(frozen=True)
+class FolderInputs:
+    """What ``score`` finds below a folder that is neither a run directory nor a LeRobot
+    dataset: trace files by kind (``json``, ``jsonl``, ``parquet``), and the run directories
+    and datasets below it, which keep their own meaning (a run's traces are scored with its
+    outcome rows, not as loose files)."""
+
+    folder: Path
+    traces: dict[str, list[Path]]
+    runs: list[Path]
+    datasets: list[Path]
+
+    @property
+    def paths(self) -> list[Path]:
+        return sorted([p for ps in self.traces.values() for p in ps] + self.runs
+                      + self.datasets)
+
+    def summary(self) -> str:
+        parts = [f"{len(ps)} {kind} trace file(s)" for kind, ps in sorted(self.traces.items())]
+        parts += [f"{len(self.runs)} run director{'y' if len(self.runs) == 1 else 'ies'}"
+                  ] if self.runs else []
+        parts += [f"{len(self.datasets)} LeRobot dataset(s)"] if self.datasets else []
+        return f"{self.folder}: scoring " + ", ".join(parts) + " found below it"
+
+
+def folder_inputs(folder: Path) -> FolderInputs:
+    """Every trace file below ``folder`` (sorted), each run directory and dataset once.
+
+    Hidden files and folders are left out: a killed run's partial writes are dot files.
+    """
+    from robosafe.formats.lerobot import is_dataset
+    from robosafe.runner.rundir import is_run_dir
+    from robosafe.trace.io import trace_kind
+
+    traces: dict[str, list[Path]] = {}
+    runs: list[Path] = []
+    datasets: list[Path] = []
+
+    def walk(d: Path) -> None:
+        for p in sorted(d.iterdir()):
+            if p.name.startswith("."):
+                continue
+            if p.is_dir():
+                if is_run_dir(p):
+                    runs.append(p)
+                elif is_dataset(p):
+                    datasets.append(p)
+                else:
+                    walk(p)
+            elif (kind := trace_kind(p)) is not None:
+                traces.setdefault(kind, []).append(p)
+
+    walk(folder)
+    found = FolderInputs(folder, traces, runs, datasets)
+    if not found.paths:
+        raise RobosafeError(f"{folder}: a folder with no trace file (.json, .jsonl[.gz], "
+                            ".parquet), run directory or LeRobot dataset below it")
+    return found
+
+
+def expand_folders(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` with each plain folder replaced by what :func:`folder_inputs` finds below it
+    (one note line per folder saying how many of which kind)."""
+    from robosafe.formats.lerobot import is_dataset
+    from robosafe.runner.rundir import is_run_dir
+
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not is_run_dir(p) and not is_dataset(p):
+            found = folder_inputs(p)
+            log.log(NOTE, "%s", found.summary())
+            out.extend(found.paths)
+        else:
+            out.append(p)
+    return out
+
+
 def score_paths(paths: Iterable[str | Path], *, variant: str = "default", workers: int = 1,
                 on_error: Callable[[RobosafeError], None] | None = None
                 ) -> Iterator[EpisodeScore]:
     """Score what ``robosafe score`` is given, in order, each episode once
     (``runner.inputs.count_once``): trace files (JSON, JSONL, Parquet), run directories of
-    ``robosafe run`` (:func:`score_run`: the traces its outcome rows say finished) and LeRobot
-    v3.0 dataset directories. Trace files come first, datasets last, as given.
+    ``robosafe run`` (:func:`score_run`: the traces its outcome rows say finished), LeRobot
+    v3.0 dataset directories, and any other folder as everything of those below it
+    (:func:`expand_folders`). Trace files come first, datasets last, as given.
 
     A bad episode, an unreadable file or a finished episode whose trace is missing goes to
     ``on_error`` and is skipped (raised without it); signal warnings and notes on files left
@@ -191,7 +269,7 @@ def score_paths(paths: Iterable[str | Path], *, variant: str = "default", worker
             log.warning("%s", line)
         yield from scored.scores
 
-    paths = [Path(p) for p in paths]
+    paths = expand_folders(Path(p) for p in paths)
     datasets = [p for p in paths if is_dataset(p)]
     inputs: list[tuple[str, Iterable[EpisodeScore]]] = []
     for p in paths:

@@ -106,8 +106,11 @@ def _paired_design(a: list[Mapping], b: list[Mapping], run_a: str, run_b: str
     return ya.astype(np.int64), yb.astype(np.int64)
 
 
-def _independent_design(a: list[Mapping], b: list[Mapping], names: str
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def independent_design(a: list[Mapping], b: list[Mapping], names: str
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(T, S) arrays of the stratified two-sample design (App. C.6) from rows with ``suite``,
+    ``task_id``, ``y``, ``episode_idx`` and ``episode_id``: the tasks both hold, each balanced
+    down to the smallest S by leaving out the highest-sorting episodes."""
     ga, gb = _group(a), _group(b)
     tasks = sorted(ga.keys() & gb.keys())
     if not tasks:
@@ -126,7 +129,7 @@ def _independent_design(a: list[Mapping], b: list[Mapping], names: str
     return ya, yb
 
 
-def _degenerate(ya: np.ndarray, design: str, metric: str) -> str:
+def degenerate_reason(ya: np.ndarray, design: str, metric: str) -> str:
     """Why V-hat is 0, in the data's own terms (paper 002 App. C.1: V-hat sums per-task
     variances of the paired differences, App. C.6 of each run's outcomes)."""
     if design == "paired":
@@ -136,6 +139,13 @@ def _degenerate(ya: np.ndarray, design: str, metric: str) -> str:
     T, S = ya.shape
     return (f"no interval or test: the variance estimate is 0 ({what} for {metric} over "
             f"T={T} x S={S}), so the Wald interval would be a point and Z infinite or 0")
+
+
+def wald_interval(wald: WaldResult, confidence: float = 0.95) -> list[float]:
+    """The two-sided Wald interval of Delta-hat: estimate +- z_{(1+c)/2} sqrt(V-hat)
+    (paper 002 App. C.1's V-hat, or C.6's for independent samples)."""
+    half = z_value(confidence) * wald.stderr
+    return [wald.estimate - half, wald.estimate + half]
 
 
 def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], *,
@@ -167,17 +177,16 @@ def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[s
             note = f"not paired: {exc}"
     used = "paired" if arrays is not None else "independent"
     ya, yb = (arrays if arrays is not None
-              else _independent_design(a, b, f"runs {run_a!r} and {run_b!r}"))
+              else independent_design(a, b, f"runs {run_a!r} and {run_b!r}"))
     test = paired_wald_test if used == "paired" else independent_wald_test
     wald = test(ya, yb, R=1, alpha=alpha)
     T, S = ya.shape
-    half = z_value(confidence) * wald.stderr
     return Comparison(
-        degenerate=_degenerate(ya, used, metric) if wald.stderr == 0 else None,
+        degenerate=degenerate_reason(ya, used, metric) if wald.stderr == 0 else None,
         run_a=run_a, run_b=run_b, metric=metric, design=used, tasks=T, samples=S, n=T * S,
         n_paired=T * S if used == "paired" else 0, n_a=len(a), n_b=len(b),
         dropped_a=len(a) - T * S, dropped_b=len(b) - T * S, mean_a=float(ya.mean()),
         mean_b=float(yb.mean()), difference=wald.estimate,
-        ci=[wald.estimate - half, wald.estimate + half], confidence=confidence,
+        ci=wald_interval(wald, confidence), confidence=confidence,
         statistic=wald.statistic, pvalue=wald.pvalue, alpha=alpha, reject=wald.reject,
         wald=wald, design_note=note)

@@ -89,6 +89,14 @@ _REQUIRED = ("episode_id", "benchmark", "task_id", "dt", "body_roles", "meta")
 
 # --------------------------------------------------------------------------- files
 
+def trace_kind(path: str | os.PathLike) -> str | None:
+    """``json``, ``jsonl`` or ``parquet`` for a trace file's name, None for any other name."""
+    try:
+        return _kind(Path(path))
+    except TraceError:
+        return None
+
+
 def _kind(path: Path) -> str:
     name = path.name.lower()
     for suffix, kind in ((".jsonl", "jsonl"), (".jsonl.gz", "jsonl"), (".json", "json"),
