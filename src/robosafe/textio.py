@@ -9,11 +9,13 @@ untrusted inputs).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
 import string
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, AnyStr
 
@@ -143,3 +145,15 @@ def fill_template(template: Any, field: str, values: dict[str, int | str],
         else:
             out.append(format(value, spec or "d"))
     return "".join(out)
+
+
+@contextmanager
+def csv_reader(path: str | Path, what: str) -> Iterator[csv.DictReader]:
+    """A CSV file (UTF-8, a BOM allowed) as a ``csv.DictReader`` over :func:`bounded_lines`;
+    a file that cannot be opened is one error, ``PATH: cannot read WHAT (reason)``."""
+    try:
+        fh = Path(path).open(newline="", encoding="utf-8-sig")  # noqa: SIM115 - the with below
+    except OSError as exc:
+        raise RobosafeError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    with fh:
+        yield csv.DictReader(bounded_lines(fh, str(path)))

@@ -40,7 +40,7 @@ from robosafe.stats.sequential import (
     proportion_sequential,
     unpaired_sequential,
 )
-from robosafe.textio import bounded_lines
+from robosafe.textio import csv_reader
 
 METRICS = ("success", "safe")
 ORDERS = ("auto", "rows", "episode")
@@ -80,12 +80,7 @@ def _records(path: Path) -> tuple[list[tuple[str, Mapping[str, Any]]], bool]:
         run = open_run(path)
         return [(str(p), row) for p, row in zip(
             sorted((run.path / "outcomes").glob("*.json")), run.outcomes(), strict=True)], False
-    try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise RobosafeError(f"{path}: cannot read outcome table ({exc.strerror})") from None
-    with fh:
-        reader = csv.DictReader(bounded_lines(fh, str(path)))
+    with csv_reader(path, "outcome table") as reader:
         try:
             if reader.fieldnames is None:
                 raise RobosafeError(f"{path}: empty file, expected a CSV header")

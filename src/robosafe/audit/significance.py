@@ -25,7 +25,7 @@ from robosafe.errors import RobosafeError
 from robosafe.stats.cutoffs import classify_gain, l_exists, l_forall, realizable_count
 from robosafe.stats.outcomes import Paired, as_outcome_table, paired_design
 from robosafe.stats.wald import WaldResult, paired_wald_test
-from robosafe.textio import bounded_lines
+from robosafe.textio import csv_reader
 
 LABELS = ("provably_significant", "indeterminate", "provably_not_significant",
           "no_improvement")
@@ -216,12 +216,7 @@ def read_claims(path: str | Path) -> list[dict[str, str]]:
     UTF-8 and a field over the csv module's limit (128 KiB) are one clear error. The file is
     streamed: a huge or garbage file costs one buffer, not its size twice over."""
     p = Path(path)
-    try:
-        fh = p.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise RobosafeError(f"{p}: cannot read claims ({exc.strerror})") from None
-    with fh:
-        reader = csv.DictReader(bounded_lines(fh, str(p)))
+    with csv_reader(p, "claims") as reader:
         try:
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in CLAIM_COLUMNS if c not in header]

@@ -19,7 +19,7 @@ import numpy as np
 from robosafe.errors import RobosafeError
 from robosafe.safety.registry import Registry
 from robosafe.safety.score import EpisodeScore
-from robosafe.textio import bounded_lines
+from robosafe.textio import csv_reader
 
 COLUMNS = ("suite", "task_id", "task_name", "episode_idx", "instance_id", "policy_name",
            "checkpoint_ref", "seed", "success", "num_env_steps", "error_type", "safe", "sbu",
@@ -115,12 +115,7 @@ def read_outcome_csv(path: str | Path) -> OutcomeTable:
     empty key, duplicate (suite, task_id, instance_id, episode_idx).
     """
     p = Path(path)
-    try:
-        fh = p.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise RobosafeError(f"{p}: cannot read outcome table ({exc.strerror})") from None
-    with fh:
-        reader = csv.DictReader(bounded_lines(fh, str(p)))
+    with csv_reader(p, "outcome table") as reader:
         try:
             if reader.fieldnames is None:
                 raise RobosafeError(f"{p}: empty file, expected a CSV header")
