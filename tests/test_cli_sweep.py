@@ -51,6 +51,8 @@ def _base(missing: Path, out: Path) -> dict[str, list[str]]:
         "audit diff": [m, m],
         "audit significance": [m],
         "audit paired": [m, m],
+        "compare": [m, m],
+        "audit sequential": [m, m],
         "audit shortcut": ["--demos", m],
         "audit data-source": ["--demos", m],
         "grounding index": [m],
