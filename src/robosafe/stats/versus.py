@@ -284,14 +284,21 @@ def _paired_arrays(pairs: list[tuple[SideRow, SideRow]], field: str, a: str, b: 
     return paired_design(rows(0), rows(1), source_a=a, source_b=b)
 
 
-def _paired_metrics(a: Side, b: Side, pairs: list[tuple[SideRow, SideRow]], *, alpha: float,
-                    confidence: float) -> tuple[list[MetricResult], list[str]]:
-    results, skipped = [], []
+def _shared_metrics(a: Side, b: Side, skipped: list[str]):
+    """(metric, field, better) of each metric both sides report; one a side lacks is named in
+    ``skipped`` instead."""
     for metric, field, better in (*BINARY, COST):
         why = _missing(a, "A", field) or _missing(b, "B", field)
         if why:
             skipped.append(f"{metric}: {why}")
             continue
+        yield metric, field, better
+
+
+def _paired_metrics(a: Side, b: Side, pairs: list[tuple[SideRow, SideRow]], *, alpha: float,
+                    confidence: float) -> tuple[list[MetricResult], list[str]]:
+    results, skipped = [], []
+    for metric, field, better in _shared_metrics(a, b, skipped):
         known = [p for p in pairs
                  if getattr(p[0], field) is not None and getattr(p[1], field) is not None]
         unknown = len(pairs) - len(known)
@@ -326,11 +333,7 @@ def _unpaired_metrics(a: Side, b: Side, *, alpha: float, confidence: float
                                                                  if not r.crashed]}
     out = [(name, "crashed") for name, s in (("A", a), ("B", b)) for r in s.rows if r.crashed]
     results, skipped = [], []
-    for metric, field, better in (*BINARY, COST):
-        why = _missing(a, "A", field) or _missing(b, "B", field)
-        if why:
-            skipped.append(f"{metric}: {why}")
-            continue
+    for metric, field, better in _shared_metrics(a, b, skipped):
         ra = [r for r in finished["A"] if getattr(r, field) is not None]
         rb = [r for r in finished["B"] if getattr(r, field) is not None]
         if field == "cost":
