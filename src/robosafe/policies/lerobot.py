@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import os
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 
 from robosafe.errors import RobosafeError
 from robosafe.policies.remote import as_uint8_image, axis_angle, check_adapter
+from robosafe.textio import read_json
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = [n for n in (CONFIG, WEIGHTS, *PROCESSORS) if not (path / n).is_file()]
     if missing:
         raise RobosafeError(f"{where}: not a LeRobot checkpoint: no {', '.join(missing)}")
-    try:
-        config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RobosafeError(f"{where}: {CONFIG} is not JSON ({_short(exc)})") from None
+    # bounded like every metadata file robosafe reads: a huge config.json is one error line
+    config = read_json(path / CONFIG, f"{where}: {CONFIG}")
     if not isinstance(config, dict) or not isinstance(config.get("type"), str):
         raise RobosafeError(f"{where}: {CONFIG} has no policy 'type'")
     feats = config.get("output_features")
