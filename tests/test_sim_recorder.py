@@ -241,3 +241,28 @@ def test_unknown_host_and_bad_roles_are_one_line_registry_errors():
     rec.reset()
     with pytest.raises(TraceError, match="finite"):
         rec.set_cost(math.nan)
+
+
+def test_only_bodies_left_without_a_role_are_warned_about(caplog):
+    """Stack's cubeB listed as 'other' on purpose (as the simulator host lists a moving obstacle)
+    is no gap; left out of the roles it is, and the warning names it once."""
+    from robosuite.environments.manipulation.stack import Stack
+
+    class StackWithoutHostEntry(Stack):  # robosuite registers it; hosts.yaml has no roles for it
+        pass
+
+    env = make(StackWithoutHostEntry.__name__, hard_reset=False)
+    for roles, warned in (({"cubeA_main": "target", "cubeB_main": "other", "table": "furniture"},
+                           False),
+                          ({"cubeA_main": "target", "table": "furniture"}, True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="robosafe"):
+            rec = Recorder(env, roles=roles)
+            rec.reset()
+            rec.reset()
+        lines = [r.getMessage() for r in caplog.records if "without a role" in r.getMessage()]
+        assert len(lines) == int(warned), lines
+        if warned:
+            assert lines[0].endswith(": cubeB_main")
+        ep = rec.episode(episode_id="e", success=False)
+        assert ep.body_roles["cubeB_main"] == "other"

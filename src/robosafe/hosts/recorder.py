@@ -317,6 +317,8 @@ def _build_layout(env: Any, m: Any, roles: dict[str, str], names: dict[str, str]
             raise RegistryError(f"{where}: target_object {target!r} is not a body with role "
                                 "'target' (list it in roles)")
 
+    # A body the host listed as 'other' on purpose (a moving obstacle) is no gap to warn about.
+    chosen = {trace_name(b) for b in listed}
     lut = np.array([index.get(trace_name(int(o)), -1) for o in range(nb)], dtype=np.int64)
     gidx = np.where(collide, lut[geom_owner], -1)
     # Same-gripper pairs compare equal in ggroup; every other geom gets its own negative id.
@@ -342,7 +344,7 @@ def _build_layout(env: Any, m: Any, roles: dict[str, str], names: dict[str, str]
                    pose_ids=np.array(pose, dtype=np.int64), pose_names=pose_names,
                    eef_site=int(site), dofs=dofs, target=target,
                    unmapped=tuple(n for n, r in body_roles.items()
-                                  if r == "other" and n != bnames[0]))
+                                  if r == "other" and n != bnames[0] and n not in chosen))
 
 
 # --------------------------------------------------------------------------- recorder
