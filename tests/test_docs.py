@@ -321,3 +321,19 @@ def test_readme_python_snippet_runs(workdir):
     lines = proc.stdout.splitlines()
     assert lines[0].split()[0] == "0.6666666666666666"  # 8 of the 12 example episodes succeed
     assert lines[1].startswith("Interval(low=0.7773")
+
+
+def test_counts_in_the_guides_are_the_sources_counts():
+    """A number the guides state about the code or a generated page is checked against it."""
+    from robosafe.sim.assets import categories
+
+    sim = (ROOT / "docs/guide/simulator.md").read_text()
+    (n,) = re.findall(r"asset library \((\d+) categories", sim)
+    assert int(n) == len(categories())
+    parity = (ROOT / "docs/vla_arena_parity.md").read_text()
+    got = re.search(r"both can run: \*\*(\d+) of (\d+)\*\*; rest: (\d+) of (\d+); touch: (\d+) of "
+                    r"(\d+); pick-place: (\d+) of (\d+)\.", parity)
+    guide = " ".join((ROOT / "docs/guide/vla-arena.md").read_text().split())
+    said = re.search(r"\*\*(\d+) of (\d+)\*\* pairs both can run \(rest (\d+) of (\d+), touch "
+                     r"(\d+) of (\d+), pick-place (\d+) of (\d+);", guide)
+    assert got and said and said.groups() == got.groups()
