@@ -142,6 +142,7 @@ def test_collect_resume_keeps_the_episodes_an_interrupted_collect_finished(tmp_p
     summary = json.loads(res.stdout)
     assert (summary["resumed"], summary["episodes"], summary["of"]) == (len(finished), 4, 4)
     assert f"keeping {len(finished)} finished episode(s)" in res.stderr
+    assert "no videos" not in res.stderr  # no cameras asked for: nothing to warn about
     assert not partial.exists()  # removed once the dataset is written
     info = json.loads((out / "meta/info.json").read_text())
     assert info["total_episodes"] == 4

@@ -149,7 +149,8 @@ def collect(
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, where, workers=workers, backend="local", resume=resume,
                              quiet=quiet, label="collect")
-    res = _export(where, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite)
+    res = _export(where, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite,
+                  videos_asked=images)
     if not keep:  # only once the dataset is written: until then it is what --resume keeps
         shutil.rmtree(where, ignore_errors=True)
     crashed = sum(1 for r in rows if r.get("error_type"))

@@ -207,12 +207,14 @@ def _nothing(run: RunDir, skipped: dict[str, str]) -> RobosafeError:
 
 
 def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
-               overwrite: bool = False, reencode: bool = False,
+               overwrite: bool = False, reencode: bool = False, videos_asked: bool = True,
                on_episode: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write the finished episodes of a run directory as a LeRobot v3.0 dataset at ``out``.
     An episode that cannot be exported (crashed, missing or unreadable files, a camera the
     others have) is left out and named in ``skipped``; the others are written. Camera videos
-    are copied from the run unless ``reencode`` or an episode's stream differs (module doc)."""
+    are copied from the run unless ``reencode`` or an episode's stream differs (module doc).
+    ``videos_asked=False`` (a collection run without cameras, by the user's choice) drops the
+    warning that the dataset has no videos: it says nothing the user did not ask for."""
     from robosafe.formats.lerobot import check_output
 
     check_output(Path(out), overwrite)  # before reading anything
@@ -234,7 +236,7 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
         warnings.append(f"{run.path}: the run recorded no robot state or camera frames "
                         "(run with --record-frames, and --images for cameras): "
                         "observation.state is the end-effector position only")
-    elif not cams:
+    elif not cams and videos_asked:
         warnings.append(f"{run.path}: the run rendered no camera images (--images): the "
                         "dataset has no videos")
     plans = {c: _plan(items, c, fps, reencode) for c in cams}
