@@ -209,3 +209,28 @@ def test_demo_fresh_never_deletes_a_run_being_written(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "is in use by another robosafe process" in proc.stderr
     assert (run / "run.json").is_file()
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+@pytest.mark.slow
+@pytest.mark.serial  # a signal sent mid-run: timing-sensitive
+def test_ctrl_c_keeps_the_finished_episodes_and_says_how_to_continue(tmp_path):
+    out = tmp_path / "r"
+    args = ["run", "--task", CAR, "--policy", "random", "-n", "4", "--horizon", "60",
+            "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "robosafe", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: any((out / "outcomes").glob("*.json")) or proc.poll() is not None,
+             "a finished episode")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    kept = len(list((out / "outcomes").glob("*.json")))
+    assert 1 <= kept < 4
+    assert stderr.splitlines()[-1] == (f"robosafe: interrupted: {kept} of 4 episode(s) are "
+                                       f"kept in {out}; the same command with --resume "
+                                       "continues")
+    res = cli(*args, "--resume", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["episodes"] == 4

@@ -47,7 +47,8 @@ def _runner(workers: int, as_json: bool):
         resume = (out / "run.json").is_file()
         return run_with_progress(cfg, out, workers=workers, backend="local", resume=resume,
                                  quiet=_quiet(as_json), label=label,
-                                 lines=not as_json and not sys.stderr.isatty())
+                                 lines=not as_json and not sys.stderr.isatty(),
+                                 again="the same command")
 
     return run
 

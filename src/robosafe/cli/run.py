@@ -92,9 +92,11 @@ def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
 
 def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
                       quiet: bool, label: str | None = None, lines: bool = False,
-                      ray_address: str | None = None) -> list[dict]:
+                      ray_address: str | None = None,
+                      again: str = "the same command with --resume") -> list[dict]:
     """Prepare the run directory, run its cells with a progress bar, return all rows.
-    ``lines``: when stderr is not a terminal (no bar), one progress line per episode there."""
+    ``lines``: when stderr is not a terminal (no bar), one progress line per episode there.
+    Ctrl-C keeps the finished episodes and says how many, and what continues (``again``)."""
     import time
 
     from robosafe.runner.run import execute, prepare
@@ -134,8 +136,15 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
                                   f"failed: {row['error_type']}: {row.get('error', '')}",
                                   soft_wrap=True, markup=False, highlight=False)
 
-        execute(run, cells, workers=workers, backend=backend, on_result=tick,
-                ray_address=ray_address)
+        try:
+            execute(run, cells, workers=workers, backend=backend, on_result=tick,
+                    ray_address=ray_address)
+        except KeyboardInterrupt:
+            bar.stop()
+            kept = len(run.outcomes())
+            typer.echo(f"robosafe: interrupted: {kept} of {total} episode(s) are kept in "
+                       f"{out}; {again} continues", err=True)
+            raise SystemExit(130) from None  # the shell's code for Ctrl-C
     return run.outcomes()
 
 
@@ -512,7 +521,8 @@ def demo(
         resume = _reuse(run_dir, fresh)
         rows = run_with_progress(cfg, run_dir, workers=workers, backend="local",
                                  resume=resume, quiet=quiet, label=policy,
-                                 lines=not as_json and not sys.stderr.isatty())
+                                 lines=not as_json and not sys.stderr.isatty(),
+                                 again="the same command")
         summaries[policy] = summarize(rows)
         dirs.append(run_dir)
     db = out / "robosafe.duckdb"
