@@ -121,7 +121,8 @@ def test_perturbed_model_renders_the_offset_and_colour(scene):
 LOAD_RENDER = f"""
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("render", {str(render.__file__)!r})
-render = importlib.util.module_from_spec(spec); spec.loader.exec_module(render)
+render = importlib.util.module_from_spec(spec); sys.modules["render"] = render
+spec.loader.exec_module(render)
 """
 
 
@@ -279,3 +280,38 @@ def test_culled_frames_are_the_full_scenes_frames_byte_for_byte(task, level):
         assert left_out > 0
     finally:
         env.close()
+
+
+MESA_EGL = "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
+
+
+@pytest.mark.skipif(not os.path.exists(MESA_EGL), reason="Mesa's EGL vendor file is absent")
+def test_the_renderer_is_named_and_mesas_cpu_rasteriser_is_software():
+    # Mesa's EGL forced to its CPU rasteriser, on any machine (a GPU's vendor library ignored)
+    proc = run_python("r = render.gl_renderer(); print(r.software, '|', r.describe())",
+                      MUJOCO_GL="egl", __EGL_VENDOR_LIBRARY_FILENAMES=MESA_EGL,
+                      LIBGL_ALWAYS_SOFTWARE="1")
+    assert proc.returncode == 0, proc.stderr
+    software, described = proc.stdout.strip().split(" | ")
+    assert software == "True" and described.startswith("software EGL (")
+    assert any(k in described for k in ("llvmpipe", "softpipe", "swrast"))
+    assert render.GLRenderer("egl", "NVIDIA H200/PCIe/SSE2", False).describe() == (
+        "GPU EGL (NVIDIA H200/PCIe/SSE2)")
+    assert render.GLRenderer("osmesa", "OSMesa", True).describe() == (
+        "OSMesa (software, on the CPU)")
+
+
+@pytest.mark.sim
+def test_a_run_with_cameras_names_its_renderer_first(tmp_path):
+    from conftest import run_robosafe
+
+    args = ["run", "--suite", "demo", "--task-id", "turn_off_stove", "-n", "1", "--horizon",
+            "2", "--policy", "zero"]
+    proc = run_robosafe(*args, "--images", "--out", str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr
+    r = render.gl_renderer()
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"robosafe: cameras drawn by {r.describe()}")
+    assert ("on a CPU each 128 px frame costs" in first) == r.software
+    proc = run_robosafe(*args, "--no-images", "--out", str(tmp_path / "b"))
+    assert proc.returncode == 0 and "cameras drawn" not in proc.stderr

@@ -10,6 +10,8 @@
   (:func:`outside_view`): the same pixels, bit for bit, for less of the software rasteriser's
   time (MuJoCo sends every geom to OpenGL; a wrist camera sees a fifth of a robot arm's mesh
   triangles, benchmarks/bench_render.py).
+- :func:`gl_renderer` says what draws the cameras (GPU EGL, software EGL, OSMesa), for the run
+  header: on software rendering the cameras are most of a step's time.
 - :func:`flip_robosuite_image` turns robosuite's camera observations (bottom row first under its
   default ``IMAGE_CONVENTION = "opengl"``) the right way up. LIBERO / VLA-Arena users rotate
   those images by hand; robosafe's env does it once, here.
@@ -30,6 +32,7 @@ import subprocess
 import sys
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,8 +42,8 @@ from robosafe.errors import RobosafeError
 if TYPE_CHECKING:
     import mujoco
 
-__all__ = ["culled", "ensure_gl_backend", "flip_robosuite_image", "outside_view",
-           "render_camera"]
+__all__ = ["GLRenderer", "culled", "ensure_gl_backend", "flip_robosuite_image", "gl_renderer",
+           "outside_view", "render_camera"]
 
 BACKENDS = ("egl", "osmesa")
 _APT = "sudo apt-get install -y"
@@ -155,6 +158,44 @@ def ensure_gl_backend() -> str:
     _align_mujoco_context(chosen.lower())
     _backend = chosen
     return chosen
+
+
+@dataclass(frozen=True)
+class GLRenderer:
+    """What draws MuJoCo's cameras in this process: the backend and OpenGL's renderer string."""
+
+    backend: str
+    device: str
+    software: bool
+
+    def describe(self) -> str:
+        if self.backend == "osmesa":
+            return "OSMesa (software, on the CPU)"
+        kind = "software" if self.software else "GPU"
+        return f"{kind} {self.backend.upper()} ({self.device})"
+
+
+# Mesa's CPU rasterisers, as OpenGL names them in GL_RENDERER
+_SOFTWARE = ("llvmpipe", "softpipe", "swrast", "software")
+
+
+def gl_renderer() -> GLRenderer:
+    """The renderer behind :func:`render_camera`, read from a 1x1 context of the chosen backend
+    (GL_RENDERER; OSMesa is software by construction)."""
+    backend = ensure_gl_backend().lower()
+    if backend == "osmesa":
+        return GLRenderer(backend, "OSMesa", True)
+    import mujoco
+
+    ctx = mujoco.GLContext(1, 1)
+    try:
+        ctx.make_current()
+        from OpenGL import GL
+
+        device = GL.glGetString(GL.GL_RENDERER).decode(errors="replace")
+    finally:
+        ctx.free()
+    return GLRenderer(backend, device, any(k in device.lower() for k in _SOFTWARE))
 
 
 # --------------------------------------------------------------------------- rendering
