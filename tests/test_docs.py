@@ -4,14 +4,17 @@ options, and the README's quickstarts run on small inputs."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +166,7 @@ def build_workdir(d: Path) -> Path:
     write_libero_style(d / "path" / "to" / "lerobot_dataset", success=[True, False])
     write_robosafe(d / "data" / "demo_careful", two_episodes())
     # run directories as `robosafe run` writes them, under each name the guides give them
-    for name in ("pi0", "s", "careful", "careless", "pi05-goal", "scripted"):
+    for name in ("pi0", "s", "careful", "careless", "careless-filter", "pi05-goal", "scripted"):
         make_run(d / "runs" / name, crashed=(), policy=name)
     # outcome tables: baseline a / calibration and a gaining b / altered (App. C.1 by hand
     # in test_readme_audit_quickstart_runs); three repeats for `audit disagreement`
@@ -203,12 +206,20 @@ class DocRun:
     before: tuple[str, ...] = ()
     slow: bool = False
     sim: bool = False
+    # run smaller: (documented text, what runs instead) pairs applied to the command, e.g.
+    # ("-n 50", "-n 1 --horizon 4"); `{port}` is the port of `serve`
+    shrink: tuple[tuple[str, str], ...] = ()
+    # a policy spec served on a loopback port (`robosafe serve-policy`) while the command runs,
+    # standing for the documented GPU server
+    serve: str | None = None
 
 
 def docs_plan() -> tuple[list[DocRun], dict[str, str]]:
     """The commands run (with their checks) and the ones skipped (with the reason)."""
     data = tomllib.loads((ROOT / "tests" / "docs_commands.toml").read_text(encoding="utf-8"))
-    runs = [DocRun(**{**e, "before": tuple(e.get("before", ()))}) for e in data["run"]]
+    runs = [DocRun(**{**e, "before": tuple(e.get("before", ())),
+                      "shrink": tuple(tuple(pair) for pair in e.get("shrink", ()))})
+            for e in data["run"]]
     skips = {e["command"]: e["reason"] for e in data["skip"]}
     return runs, skips
 
@@ -252,11 +263,42 @@ def test_documented_command_runs(doc: DocRun, workdir, tmp_path):
     for step in doc.before:
         proc = _run(step, cwd)
         assert proc.returncode == 0, (step, proc.stderr)
-    proc = _run(_optional_args_left_out(doc.command), cwd)
-    assert proc.returncode == doc.exit, (doc.command, proc.stdout[-2000:], proc.stderr)
+    command = _optional_args_left_out(doc.command)
+    with contextlib.ExitStack() as stack:
+        port = stack.enter_context(_served(doc.serve)) if doc.serve else None
+        for documented, instead in doc.shrink:
+            assert documented in command, (documented, command)
+            command = command.replace(documented, instead.replace("{port}", str(port)))
+        proc = _run(command, cwd)
+    assert proc.returncode == doc.exit, (command, proc.stdout[-2000:], proc.stderr)
     assert doc.expect in proc.stdout + proc.stderr, (doc.command, proc.stdout[-2000:])
     if doc.creates:
         assert (cwd / doc.creates).stat().st_size > 0, doc.creates
+
+
+@contextlib.contextmanager
+def _served(spec: str):
+    """`robosafe serve-policy SPEC` on a free loopback port, until the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "robosafe", "serve-policy", spec,
+                               "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stderr.read()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the policy server did not start"
+                time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def _readme_block(title: str) -> str:

@@ -234,3 +234,21 @@ def test_ctrl_c_keeps_the_finished_episodes_and_says_how_to_continue(tmp_path):
     res = cli(*args, "--resume", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["episodes"] == 4
+
+
+# ---------------------------------------------------------------- worker warnings
+
+@pytest.mark.sim
+def test_a_warning_both_workers_meet_is_said_once_naming_the_runs_task_file(tmp_path):
+    from robosafe.sim.libero_assets import assets_root
+
+    if assets_root(required=False) is None:
+        pytest.skip("needs the libero-assets extra")
+    out = tmp_path / "r"
+    proc = cli("run", "--suite", "demo", "--task-id", "place_lemon_in_bowl", "--policy", "zero",
+               "-n", "2", "--horizon", "2", "--assets", "libero", "-j", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "procedural stand-ins used" in ln]
+    assert said == [f"robosafe: warning: {out}/tasks/place_lemon_in_bowl.bddl: LIBERO's assets "
+                    "have no bowl, lemon: procedural stand-ins used"]
+    assert "robosafe-worker-" not in proc.stderr

@@ -12,7 +12,8 @@ from robosuite.models.arenas import TableArena
 from robosuite.models.tasks import ManipulationTask
 
 from robosafe.errors import RegistryError
-from robosafe.sim.assets import Articulation, asset_xml, categories, category, make_asset
+from robosafe.sim.assets import asset_xml, categories, category, make_asset
+from robosafe.sim.categories import Articulation
 
 pytestmark = pytest.mark.sim  # steps MuJoCo
 

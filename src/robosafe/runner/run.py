@@ -15,8 +15,10 @@ one scene while there are any, so each scene is built by as few workers as possi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import logging
 import os
 import shutil
 import time
@@ -46,6 +48,8 @@ from robosafe.runner.rundir import (
     open_run,
     task_texts,
 )
+
+log = logging.getLogger("robosafe.runner")
 
 BACKENDS = ("local", "ray")
 
@@ -225,6 +229,9 @@ class CellResult:
     actions: bytes | None = None
     frames: dict[str, list[Any]] = field(default_factory=dict)
     node: str = ""
+    # robosafe's log lines of the episode (level, message), naming the run's task files: the
+    # driver prints each once per run
+    lines: list[tuple[int, str]] = field(default_factory=list)
 
 
 SCRATCH_PREFIX = "robosafe-worker-"
@@ -341,9 +348,42 @@ def close_policies() -> None:
     _POLICIES.clear()
 
 
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[tuple[int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.levelno, redact_url(record.getMessage())))
+
+
+@contextlib.contextmanager
+def _held_lines():
+    """robosafe's log records of one episode, held instead of printed by the worker: a warning
+    then names the run's copy of a task file (not the worker's temporary one) and is said once
+    per run by the driver, however many workers meet it."""
+    logger = logging.getLogger("robosafe")
+    held = _Held()
+    saved = logger.handlers[:], logger.propagate, logger.level
+    logger.handlers, logger.propagate = [held], False
+    logger.setLevel(logging.INFO)
+    try:
+        yield held.lines
+    finally:
+        logger.handlers, logger.propagate = saved[0], saved[1]
+        logger.setLevel(saved[2])
+
+
 def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResult:
     """Run, record and score one episode; its outcome row and files, written nowhere.
     ``put`` turns each chunk of a frame file into what the backend ships (default: bytes)."""
+    with _held_lines() as lines:
+        result = _run_episode(job, put)
+    result.lines = [(level, _run_copy_names(job, text)) for level, text in lines]
+    return result
+
+
+def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult:
     from robosafe.policies.base import play
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
@@ -615,8 +655,13 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
                     run.task_file(c.task_id).read_text(encoding="utf-8"), c, run.policy_spec)
             for c in cells]
     rows = []
+    said: set[tuple[int, str]] = set()
 
     def store(res: CellResult, get: Callable[[Any], bytes] | None = None) -> None:
+        for line in res.lines:
+            if line not in said:
+                said.add(line)
+                log.log(*line)
         store_result(run, res, get)
         rows.append(res.row)
         if on_result:

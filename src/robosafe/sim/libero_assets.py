@@ -38,7 +38,7 @@ import yaml
 from robosafe.errors import RobosafeError
 
 if TYPE_CHECKING:
-    from robosafe.sim.assets import Category
+    from robosafe.sim.categories import Category
 
 __all__ = ["SOURCES", "FileFrames", "arena_root", "assets_root", "covered", "missing_file",
            "real_key", "real_xml", "source_frame"]

@@ -40,7 +40,7 @@ from robosafe.tasks.ast import Pred, Problem, Region
 from robosafe.yamldata import load_yaml
 
 if TYPE_CHECKING:
-    from robosafe.sim.assets import Articulation
+    from robosafe.sim.categories import Articulation
 
 GRIPPER = "gripper0"
 
