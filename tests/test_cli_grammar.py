@@ -9,7 +9,8 @@ import typer
 from conftest import run_robosafe as run
 from factories import TASK_EXAMPLES
 
-from robosafe.cli import app, resolve_workers
+from robosafe.cli import app
+from robosafe.cli.common import resolve_workers
 from robosafe.cli.suites import _check_seeds
 
 

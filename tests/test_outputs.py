@@ -249,6 +249,6 @@ def test_a_warning_both_workers_meet_is_said_once_naming_the_runs_task_file(tmp_
                "-n", "2", "--horizon", "2", "--assets", "libero", "-j", "2", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     said = [ln for ln in proc.stderr.splitlines() if "procedural stand-ins used" in ln]
-    assert said == [f"robosafe: warning: {out}/tasks/place_lemon_in_bowl.bddl: LIBERO's assets "
-                    "have no bowl, lemon: procedural stand-ins used"]
+    assert said == [(f"robosafe: warning: {out}/tasks/place_lemon_in_bowl.bddl: LIBERO's "
+                     "assets have no bowl, lemon: procedural stand-ins used")]
     assert "robosafe-worker-" not in proc.stderr

@@ -255,7 +255,7 @@ def test_a_ray_address_that_answers_but_is_not_ray_is_one_line(tmp_path, reply):
 def test_json_output_writes_a_number_that_is_not_one_as_null(capsys):
     """An older run.json may hold a bare NaN (a --shield-margin nan before it was refused):
     `results show --json` and the like print JSON's null for it, as for every missing number."""
-    from robosafe.cli import emit_json
+    from robosafe.cli.common import emit_json
 
     emit_json({"shield_margin": float("nan"), "q": [float("inf"), 1.5]}, None, True)
     assert json.loads(capsys.readouterr().out) == {"shield_margin": None, "q": [None, 1.5]}

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, max_memory_option, memory_limit, user_errors
+from robosafe.cli.common import app, emit_json, max_memory_option, memory_limit, user_errors
 from robosafe.errors import RobosafeError
 from robosafe.report.tables import print_tables
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, user_errors, warn
+from robosafe.cli.common import app, emit_json, user_errors, warn
 from robosafe.cli.results import DB_ENV, DEFAULT_DB
 
 # The statistics (numpy, scipy) and the store (duckdb) are imported when the command runs.

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from robosafe.cli import (
+from robosafe.cli.common import (
     EXIT_USER_ERROR,
     app,
     emit_json,

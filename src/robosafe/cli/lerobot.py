@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from robosafe.cli import (
+from robosafe.cli import run as R
+from robosafe.cli.common import (
     EXIT_USER_ERROR,
     app,
     emit_json,
@@ -18,7 +19,6 @@ from robosafe.cli import (
     warn,
     workers_option,
 )
-from robosafe.cli import run as R
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
 

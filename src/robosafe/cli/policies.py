@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from robosafe.cli import app, user_errors
+from robosafe.cli.common import app, user_errors
 
 
 @app.command("serve-policy")

@@ -10,9 +10,9 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import emit_json, user_errors, workers_option
 from robosafe.cli import run as R
 from robosafe.cli.audit import audit_app
+from robosafe.cli.common import emit_json, user_errors, workers_option
 from robosafe.cli.run import run_with_progress, seed_option, select_tasks
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE

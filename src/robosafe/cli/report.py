@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from robosafe.cli import EXIT_USER_ERROR, app, resolve_workers, user_errors, warn, workers_option
+from robosafe.cli.common import (
+    EXIT_USER_ERROR,
+    app,
+    resolve_workers,
+    user_errors,
+    warn,
+    workers_option,
+)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.cli import EXIT_USER_ERROR, app, emit_json, fail, user_errors, warn
+from robosafe.cli.common import EXIT_USER_ERROR, app, emit_json, fail, user_errors, warn
 from robosafe.errors import RobosafeError
 from robosafe.report.tables import num_ci
 

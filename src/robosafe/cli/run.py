@@ -18,7 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from robosafe.budget import MAX_EPISODES, BudgetError
-from robosafe.cli import (
+from robosafe.cli.common import (
     EXIT_USER_ERROR,
     app,
     emit_json,

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from robosafe.cli import (
+from robosafe.cli.common import (
     EXIT_USER_ERROR,
     app,
     emit_json,

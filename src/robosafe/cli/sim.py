@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, user_errors
+from robosafe.cli.common import app, emit_json, user_errors
 from robosafe.errors import RobosafeError
 
 sim_app = typer.Typer(no_args_is_help=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from robosafe.cli import emit_json, specs_app, user_errors
+from robosafe.cli.common import emit_json, specs_app, user_errors
 from robosafe.report.tables import explain_table, print_tables, specs_table
 from robosafe.safety.registry import TIERS, load_registry
 

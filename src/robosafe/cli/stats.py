@@ -6,7 +6,7 @@ import math
 
 import typer
 
-from robosafe.cli import app, emit_json, fail, max_memory_option, memory_limit, user_errors
+from robosafe.cli.common import app, emit_json, fail, max_memory_option, memory_limit, user_errors
 
 # robosafe.stats.cutoffs (numpy, scipy) is imported by the commands that need it, so
 # `stats wilson` / `stats newcombe` start in a fraction of a second.

@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from robosafe.cli import app, emit_json, fail, user_errors, warn
+from robosafe.cli.common import app, emit_json, fail, user_errors, warn
 from robosafe.cli.run import ASSETS, asset_source, seed_option
 
 suites_app = typer.Typer(no_args_is_help=True, help="Built-in task suites: list, show, check.")

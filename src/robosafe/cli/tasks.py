@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from robosafe.cli import (
+from robosafe.cli.common import (
     EXIT_USER_ERROR,
     app,
     deprecated_option,

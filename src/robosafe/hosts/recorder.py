@@ -71,6 +71,7 @@ import numba
 import numpy as np
 
 from robosafe.errors import RegistryError, TraceError
+from robosafe.hosts.state import grippers
 from robosafe.trace.episode import ROLES, Episode, TaskTags
 from robosafe.trace.validate import check_episode, task_tags_from_record
 from robosafe.yamldata import load_yaml
@@ -180,18 +181,11 @@ def _raw(obj: Any, attr: str) -> Any:
     return obj if inner is None else inner
 
 
-def _grippers(robot: Any) -> list[Any]:
-    g = getattr(robot, "gripper", None)
-    if g is None:
-        return []
-    return list(g.values()) if isinstance(g, dict) else [g]
-
-
 def _robot_body_names(robot: Any) -> list[str]:
     """Every body of one robosuite robot: arm model, grippers, mount / mobile base."""
     model = robot.robot_model
     names = list(model.bodies)
-    for g in _grippers(robot):
+    for g in grippers(robot):
         names += list(g.bodies)
     # robosuite 1.5 calls the mount / mobile base `base`, robosuite 1.4 (LIBERO) `mount`
     for part in ("base", "mount"):
@@ -327,7 +321,7 @@ def _build_layout(env: Any, m: Any, roles: dict[str, str], names: dict[str, str]
     gid = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g): g for g in range(m.ngeom)}
     k = 0
     for ri, robot in enumerate(robots):
-        for g in _grippers(robot):
+        for g in grippers(robot):
             bodies = [bid[n] for n in g.bodies if n in bid]
             ggroup[np.isin(m.geom_bodyid, bodies)] = k
             k += 1

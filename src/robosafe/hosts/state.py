@@ -93,7 +93,8 @@ def controllers(robot: Any) -> list[Any]:
     return [c for c in (getattr(robot, "controller", None),) if c is not None]
 
 
-def _grippers(robot: Any) -> list[Any]:
+def grippers(robot: Any) -> list[Any]:
+    """A robosuite robot's grippers: one per arm in robosuite 1.5 (a dict), one in 1.4."""
     g = getattr(robot, "gripper", None)
     if isinstance(g, dict):  # robosuite 1.5: one per arm
         return list(g.values())
@@ -110,7 +111,7 @@ def _parts(env: Any) -> list[Any]:
     """Every Python object whose state carries from one step to the next, in a fixed order."""
     out: list[Any] = []
     for robot in env.robots:
-        out += [robot, *controllers(robot), *_grippers(robot), *_buffers(robot)]
+        out += [robot, *controllers(robot), *grippers(robot), *_buffers(robot)]
     observables = getattr(env, "_observables", None) or {}
     return out + [observables[k] for k in sorted(observables)]
 
