@@ -832,17 +832,29 @@ def episode_trace(room: Room, *, episode_id: str, sim_task: str, positions: list
         task_tags=TRACE_TAGS, seed=seed, meta=meta))
 
 
+def scene_plan(rng: np.random.Generator, sim_task: str, config: GenerateConfig
+               ) -> tuple[Room, Plan]:
+    """An episode's seeded room and plan (what :func:`simulate` and the closed-loop runner,
+    robosafe.grounding.intervene, start from: the same seed gives the same episode)."""
+    room = build_room(rng)
+    return room, plan_episode(rng, room, sim_task, config.max_steps, config)
+
+
+def human_gait(human: np.ndarray) -> np.ndarray:
+    """The legs' and arms' swing phase per step: 2 pi per 1.4 m walked."""
+    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(human, axis=0),
+                                                           axis=1))]) * (2 * np.pi / 1.4)
+
+
 def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_id: str,
              episode_id: int, config: GenerateConfig) -> tuple[EpisodeRecord, Episode]:
     """Run one episode; the record's labels are the simulator's contacts, and it ends at the
     first robot-human contact. ``Episode.trace`` holds its App. B trace."""
-    room = build_room(rng)
+    room, plan = scene_plan(rng, sim_task, config)
     n = config.max_steps
-    plan = plan_episode(rng, room, sim_task, n, config)
     ep = Episode(room, human_type, plan, config.robot)
     yaw_r, yaw_h = _heading(plan.robot), _heading(plan.human)
-    gait = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(plan.human, axis=0),
-                                                           axis=1))]) * (2 * np.pi / 1.4)
+    gait = human_gait(plan.human)
     robot_pos, human_pos, cams = [], [], {v: ([], []) for v in VIEWS}
     hum, scene, obj, trace_pos, trace_contacts = [], [], [], [], []
     for t in range(n):
