@@ -4,14 +4,13 @@ values worked out by hand; seeded scenes check the reference run against the gen
 independent path); the VLM monitor runs against a real HTTP server on loopback."""
 
 import json
-import threading
 
 import numpy as np
 import pytest
 
 pytest.importorskip("mujoco")
 
-from test_grounding_client import FakeChat
+import test_grounding_client
 
 from robosafe.grounding.intervene import (
     BaselineMonitor,
@@ -36,6 +35,7 @@ from robosafe.grounding.simgen import (
 
 pytestmark = [pytest.mark.sim]
 
+chat = test_grounding_client.chat  # the loopback chat-completions server fixture
 N, SPEED = 150, 0.02  # 0.6 m/s
 HORIZON = 30
 
@@ -110,17 +110,6 @@ def test_slow_rate_by_hand():
     away = Plan(robot=plan.robot[::-1].copy(), human=plan.human, arm=plan.arm,
                 carried=plan.carried, placed={}, events=[])
     assert slow_rate(_Run(room, away, "neutral_0", "primitive", HORIZON), 10, 10.0, 0.9) == 1.0
-
-
-@pytest.fixture
-def chat():
-    fake = FakeChat()
-    thread = threading.Thread(target=fake.server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    fake.release.set()
-    fake.server.shutdown()
-    fake.server.server_close()
 
 
 def _content(label):
