@@ -189,6 +189,10 @@ def test_cli_json_and_bad_options(cli, tmp_path):
     doc = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == doc
     assert [s["monitor"] for s in doc["summaries"]] == ["none", "oracle"]
+    # the file is a diagnostics input of the HTML report (robosafe report --diagnostics)
+    from robosafe.report.html import load_diagnostics
+
+    assert load_diagnostics([out])[0]["diagnostic"] == "intervention"
     for args, msg in ((["--action", "fly"], "--action 'fly'"),
                       (["--monitor", "vlm"], "--monitor vlm needs --endpoint and --model"),
                       (["--monitor", "magic"], "--monitor 'magic'"),

@@ -491,6 +491,6 @@ def result_json(result: InterveneResult) -> dict[str, Any]:
     if result.config.vlm is not None:  # the endpoint and model, never a key
         cfg["vlm"] = {"endpoint": result.config.vlm.endpoint, "model": result.config.vlm.model,
                       "every": result.config.vlm.every}
-    return {"config": cfg, "dt_s": DT,
+    return {"diagnostic": "intervention", "config": cfg, "dt_s": DT,
             "summaries": [asdict(s) for s in result.summaries],
             "episodes": [asdict(o) for o in result.outcomes]}
