@@ -200,3 +200,18 @@ def test_cli_json_and_bad_options(cli, tmp_path):
         bad = cli("grounding", "intervene", *args)
         assert bad.returncode == 2 and msg in bad.stderr and len(
             bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_bad_ssm_parameters_stop_the_run_before_it_starts(monkeypatch):
+    """A broken human_proximity.yaml is a configuration error (one line, exit 2 in the CLI),
+    not a monitor that failed on every episode."""
+    from robosafe.errors import RegistryError
+    from robosafe.safety import ssm
+
+    def broken():
+        raise RegistryError("human_proximity.yaml: parameters.stopping_time_s: expected a "
+                            "finite number >= 0")
+
+    monkeypatch.setattr(ssm, "ssm_params", broken)
+    with pytest.raises(RegistryError, match="stopping_time_s"):
+        InterveneConfig(episodes=1, max_steps=20).check()

@@ -119,6 +119,9 @@ class InterveneConfig:
             raise RobosafeError("--monitor vlm needs --endpoint and --model")
         if self.vlm is not None and self.vlm.every < 1:
             raise RobosafeError(f"--vlm-every {self.vlm.every}: must be at least 1")
+        from robosafe.safety import ssm
+
+        ssm.ssm_params()  # a bad human_proximity.yaml is one line now, not a failed monitor
 
     @property
     def horizon_steps(self) -> int:
