@@ -398,6 +398,9 @@ def test_intervention_section_from_grounding_intervene(runs, tmp_path):
     assert rows["ssm"]["time lost s"][0] == "4.25"
     assert rows["vlm"]["failed"][0] == "4" and rows["vlm"]["false / min"][0] == "-"
     assert rows["none"]["human collisions"][0] == "3"
+    # the page with the table renders in the real browser, without a console message
+    dom = chromium(["--dump-dom", out.as_uri()], tmp_path / "profile").stdout
+    assert 'id="intervention-table"' in dom and "Closed-loop intervention (stop)" in dom
     doc["summaries"][1]["time_lost_s"] = -1
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     proc = cli(runs[0], "--out", tmp_path / "x.html", "--diagnostics", tmp_path / "bad.json")
