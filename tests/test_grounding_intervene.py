@@ -166,6 +166,15 @@ def test_monitor_crash_mid_episode_is_a_failure():
     out = run(Crashing())
     assert out.status == "failed" and "sensor dropped out" in out.error and out.steps == 21
 
+    class Vague(Monitor):
+        name = "vague"
+
+        def observe(self, s):
+            return "maybe"
+
+    out = run(Vague())
+    assert out.status == "failed" and "not an alarm" in out.error and out.steps == 1
+
 
 def test_reference_reproduces_the_generator_and_monitors_share_episodes():
     config = InterveneConfig(episodes=2, seed=1, max_steps=120, monitors=("oracle",))

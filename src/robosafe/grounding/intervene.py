@@ -379,7 +379,11 @@ def run_episode(room: Room, plan: Plan, *, human_type: str, robot: str, monitor:
             history.append(float(np.hypot(*(plan.human[t] - base))))
             step = _Step(t, run.ep, positions, contacts, base, plan.human[t], history,
                          lambda t=t, p0=progress: run.future(t, p0))
-            alarm = monitor.observe(step)
+            verdict = _observe(monitor, step)
+            if isinstance(verdict, str):
+                return EpisodeOutcome(monitor.name, episode, sim_task, "failed", verdict,
+                                      t + 1, False, False, 0, 0, 0, 0.0)
+            alarm = verdict
             if alarm and not alarmed:
                 interventions += 1
                 false += not run.future(t, progress)
@@ -388,18 +392,26 @@ def run_episode(room: Room, plan: Plan, *, human_type: str, robot: str, monitor:
             if alarm:
                 rate = 0.0 if action == "stop" else slow_rate(run, t, progress, history[-1])
             progress = min(progress + rate, run.n - 1.0)
-    except MonitorError as e:
-        return EpisodeOutcome(monitor.name, episode, sim_task, "failed", str(e), t + 1, False,
-                              False, 0, 0, 0, 0.0)
-    except Exception as e:  # noqa: BLE001 - any monitor crash fails the episode, never "safe"
-        return EpisodeOutcome(monitor.name, episode, sim_task, "failed",
-                              f"{type(e).__name__}: {e}", t + 1, False, False, 0, 0, 0, 0.0)
     finally:
         close = getattr(monitor, "close", None)
         if close is not None:
             close()
     return EpisodeOutcome(monitor.name, episode, sim_task, "ok", None, t + 1, human, stopped,
                           int(scene), interventions, false, round((t - posed) * DT, 4))
+
+
+def _observe(monitor: Monitor, step: _Step) -> bool | str:
+    """The monitor's alarm, or why it failed: its own error, any exception it raised, or an
+    answer that is not a bool (the simulator's own errors are not caught here)."""
+    try:
+        alarm = monitor.observe(step)
+    except MonitorError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - any monitor crash fails the episode, never "safe"
+        return f"{type(e).__name__}: {e}"
+    if not isinstance(alarm, (bool, np.bool_)):
+        return f"the monitor answered {alarm!r}, not an alarm (True/False)"
+    return bool(alarm)
 
 
 def _monitor(name: str, room: Room, episode_id: str, config: InterveneConfig) -> Monitor:
