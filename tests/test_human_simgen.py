@@ -69,3 +69,17 @@ def test_generate_writes_traces_that_score_reads(cli, tmp_path):
     doc = json.loads(out.stdout)
     assert sum(c["n"] for c in doc["cells"]) == 2
     assert "human_ssm_separation" in json.dumps(doc)
+
+
+def test_online_monitor_on_generator_traces_equals_offline(simulated):
+    from robosafe.safety.online import OnlineMonitor
+
+    for _, ep in simulated:
+        tr = ep.trace
+        mon = OnlineMonitor.for_episode(tr)
+        for _ in range(tr.n_steps):
+            mon.push(tr)
+        (s,) = score_episodes([tr])
+        assert {"human_ssm_separation", "human_contact_free"} <= set(mon.spec_ids)
+        for sid, v in mon.final().items():
+            assert v == s.robustness[sid], sid
