@@ -57,6 +57,7 @@ def _base(missing: Path, out: Path) -> dict[str, list[str]]:
         "audit data-source": ["--demos", m],
         "grounding index": [m],
         "grounding generate": ["--out", "/dev/null/x"],
+        "grounding intervene": ["--out", "/dev/null/x"],
         "grounding score": [m],
         "grounding clips": [m, "--task", "x", "--out", o],
         "grounding sweep": [m],

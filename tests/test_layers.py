@@ -117,3 +117,75 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path, monkeypa
         test_imports_follow_the_layer_order(root / "sim" / "bad.py")
     with pytest.raises(AssertionError, match="line 1: robosafe.runner \\(runner"):
         test_imports_follow_the_layer_order(root / "trace" / "bad.py")
+
+
+# ------------------------------------------------------------------------- no import cycles
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (function-level ones included;
+    ``from robosafe.x import y`` reaches module x.y when there is one, else x's __init__)."""
+    files = {_module_name(p): p for p in sorted(src.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        reached: set[str] = set()
+        for _, module, names in _imports(path):
+            subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in files]
+            reached.update(subs)
+            if (len(subs) < len(names) or not names) and module in files:
+                reached.add(module)
+        reached.discard(name)
+        graph[name] = reached
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_each_other():
+    """No import cycle inside the package, however long: a module's imports can be read
+    without reading the module back (docs/design.md, "Packages")."""
+    assert _cycles(_module_graph(SRC)) == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_package_init(tmp_path, monkeypatch):
+    root = tmp_path / "robosafe"
+    (root / "cli").mkdir(parents=True)
+    (root / "cli" / "__init__.py").write_text("from robosafe.cli import run as _run\n")
+    (root / "cli" / "run.py").write_text("def f():\n    from robosafe.cli import app\n")
+    (root / "cli" / "ok.py").write_text("from robosafe.cli import run\n")
+    monkeypatch.setattr(__import__(__name__), "SRC", root)
+    assert _cycles(_module_graph(root)) == [["robosafe.cli", "robosafe.cli.run"]]

@@ -369,3 +369,41 @@ def test_diagnostics_section_from_audit_results(runs, tmp_path):
     proc = cli(runs[0], "--out", tmp_path / "x.html", "--diagnostics", tmp_path / "bad.json")
     assert proc.returncode == 2 and "field 'diagnostic' is 'vibes'" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.slow
+def test_intervention_section_from_grounding_intervene(runs, tmp_path):
+    """The JSON of `robosafe grounding intervene` as a diagnostics table; a malformed field is
+    one error line naming it."""
+    def row(monitor, **kw):
+        base = {"episodes": 4, "failed": 0, "human_collisions": 0, "prevented": 0,
+                "stopped_contacts": 0, "scene_collision_episodes": 0, "interventions": 0,
+                "false_interventions": 0, "false_per_min": 0.0, "time_lost_s": 0.0,
+                "errors": []}
+        return {"monitor": monitor, **base, **kw}
+
+    doc = {"diagnostic": "intervention", "config": {"action": "stop", "horizon_s": 1.0},
+           "summaries": [row("none", human_collisions=3),
+                         row("ssm", prevented=3, stopped_contacts=2, interventions=9,
+                             false_interventions=7, false_per_min=12.5, time_lost_s=4.25),
+                         row("vlm", failed=4, false_per_min=None)]}
+    (tmp_path / "iv.json").write_text(json.dumps(doc))
+    out = tmp_path / "r.html"
+    proc = cli(runs[0], "--out", out, "--bootstrap", "0", "--diagnostics", tmp_path / "iv.json")
+    assert proc.returncode == 0, proc.stderr
+    page = Page(out.read_text())
+    rows = by_run(page.tables["intervention-table"])
+    assert rows["ssm"]["prevented"][1]["data-value"] == repr(3)
+    assert rows["ssm"]["false / min"][1]["data-value"] == repr(12.5)
+    assert rows["ssm"]["time lost s"][0] == "4.25"
+    assert rows["vlm"]["failed"][0] == "4" and rows["vlm"]["false / min"][0] == "-"
+    assert rows["none"]["human collisions"][0] == "3"
+    # the page with the table renders in the real browser, without a console message
+    dom = chromium(["--dump-dom", out.as_uri()], tmp_path / "profile").stdout
+    assert 'id="intervention-table"' in dom and "Closed-loop intervention (stop)" in dom
+    doc["summaries"][1]["time_lost_s"] = -1
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    proc = cli(runs[0], "--out", tmp_path / "x.html", "--diagnostics", tmp_path / "bad.json")
+    assert proc.returncode == 2 and "summaries[1].time_lost_s: expected a number >= 0" in (
+        proc.stderr)
+    assert proc.stderr.strip().count("\n") == 0

@@ -350,14 +350,16 @@ def lifting_episode(rng: np.random.Generator, n: int, grip: bool = True) -> Epis
 
 @pytest.mark.parametrize("seed", range(8))
 def test_online_equals_offline_with_every_causal_signal(seed):
-    from robosafe.safety.online import CAUSAL_SIGNALS
+    from robosafe.safety.online import CAUSAL_SIGNALS, PROXIMITY_SIGNALS
 
+    # the human-proximity signals need a human in the scene: tests/test_human_proximity.py
+    human = {*PROXIMITY_SIGNALS, "human_contact_count", "human_contact_force"}
     rng = np.random.default_rng(100 + seed)
     grip = seed % 2 == 0
     mon = assert_matches_offline(lifting_episode(rng, int(rng.integers(20, 60)), grip),
                                  Scorer())
     if grip:
-        assert mon.plan.needs == CAUSAL_SIGNALS
+        assert mon.plan.needs == CAUSAL_SIGNALS - human
     else:
         assert mon.plan.lift_only and "grasp_slip_m" not in mon.plan.needs
     # the gate fired: the tilt clauses' robustness is a real margin, not a vacuous +inf

@@ -218,7 +218,7 @@ BAD_RECORDS = [
      "steps[1].contacts[0].b: body 'shelf' has no role in body_roles"),
     (_set("body_roles.plate", "thing"),
      ("body_roles.plate: unknown role 'thing' (expected one of robot, target, bystander, "
-      "furniture, other)")),
+      "furniture, other, human)")),
     (_set("dt", 0), "dt: must be a positive number"),
     (_set("dt", -0.05), "dt: must be a positive number"),
     (_set("dt", "fast"), 'dt: expected a positive number, got "fast"'),
@@ -645,7 +645,7 @@ BAD_ROWS = [
     ({"dt": lambda dt: float("nan")}, "dt: must be a positive number, got NaN"),
     ({"body_roles": lambda r: r.replace('"table": "furniture"', '"table": "desk"')},
      ("body_roles.table: unknown role 'desk' (expected one of robot, target, bystander, "
-      "furniture, other)")),
+      "furniture, other, human)")),
     ({"body_roles": lambda r: r.replace('"floor": "other"', '"flor": "other"'),
       "contact_b": _set_at(0, 5)},
      f"{_flat_contact(_EP13, 0)}.b: body 'floor' has no role in body_roles"),

@@ -125,6 +125,11 @@ class ChatRequestError(RobosafeError):
     """One VLM request failed for good (recorded on that clip, the run goes on)."""
 
 
+class MonitorError(RobosafeError):
+    """A closed-loop monitor failed for one episode (no answer in time, an answer that is not
+    a label, an exception): the episode is reported as failed for that monitor, never safe."""
+
+
 class AskInterrupted(RobosafeError):
     """Ctrl-C while asking a VLM about clips; ``answers`` holds the records completed before
     it."""

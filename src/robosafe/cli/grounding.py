@@ -166,6 +166,72 @@ def generate(out_arg: Path = typer.Argument(None, hidden=True),
         print_tables([_rows_table(f"{out}: generated (MuJoCo)", [doc])])
 
 
+@grounding_app.command("intervene")
+@user_errors
+def intervene(episodes: int = typer.Option(4, "--episodes", "-n", min=1,
+                                           help="Seeded episodes (the generator's)."),
+              seed: int = typer.Option(0, "--seed", help="Seed (rooms, walks, events)."),
+              task: str = typer.Option(None, "--task",
+                                       help="social_navigation or social_rearrangement "
+                                            "(default: alternate both)."),
+              max_steps: int = typer.Option(300, "--max-steps", min=10,
+                                            help="Steps per episode at 30 Hz."),
+              robot: str = typer.Option("primitive", "--robot", help="primitive or spot."),
+              action: str = typer.Option("stop", "--action",
+                                         help="stop (protective stop) or slow (speed scaled to "
+                                              "keep the protective separation)."),
+              monitor: list[str] = typer.Option(
+                  ["ssm", "baseline", "oracle"], "--monitor",
+                  help="ssm, baseline, vlm or oracle; repeat for several (the reference "
+                       "without intervention always runs)."),
+              horizon_s: float = typer.Option(1.0, "--horizon-s",
+                                              help="Oracle look-ahead and false-stop window "
+                                                   "(s)."),
+              endpoint: str = typer.Option(None, "--endpoint",
+                                           help="OpenAI-compatible base URL (vlm monitor)."),
+              model: str = typer.Option(None, "--model", help="Model name (vlm monitor)."),
+              vlm_every: int = typer.Option(15, "--vlm-every", min=1,
+                                            help="Steps between VLM questions."),
+              timeout: float = typer.Option(30.0, "--timeout", min=0.001,
+                                            help="Seconds per VLM request (then: failed)."),
+              out: Path = typer.Option(None, "--out", "-o", help="Write the JSON here too."),
+              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Closed-loop intervention: monitors command the robot in the generator's scenes."""
+    from dataclasses import asdict
+
+    from robosafe.budget import check_episodes, check_horizon
+    from robosafe.grounding.dataset import SIM_TASKS
+    from robosafe.grounding.intervene import (
+        InterveneConfig,
+        VLMSettings,
+        result_json,
+    )
+    from robosafe.grounding.intervene import intervene as run
+    from robosafe.outputs import check_parent
+
+    check_episodes(episodes)
+    check_horizon(max_steps, "--max-steps")
+    vlm = (VLMSettings(endpoint, model, timeout_s=timeout, every=vlm_every)
+           if endpoint and model else None)
+    config = InterveneConfig(episodes=episodes, seed=seed, max_steps=max_steps, robot=robot,
+                             sim_tasks=(task,) if task else SIM_TASKS, action=action,
+                             monitors=tuple(monitor), horizon_s=horizon_s, vlm=vlm)
+    config.check()  # every option, before anything runs
+    if out is not None:
+        check_parent(out)
+    result = run(config, progress=None if as_json else
+                 lambda i, n: typer.echo(f"episode {i}/{n} done", err=True))
+    doc = result_json(result)
+    for s in result.summaries:
+        for e in s.errors:
+            warn(f"monitor {s.monitor}: failed on {e}")
+    emit_json(doc, str(out) if out else None, as_json)
+    if not as_json:
+        rows = [{k: v for k, v in asdict(s).items() if k != "errors"} for s in result.summaries]
+        print_tables([_rows_table(f"closed-loop intervention ({action}, {episodes} episodes)",
+                                  rows)])
+
+
 @grounding_app.command("score")
 @user_errors
 def score(answers: list[Path] = typer.Argument(..., help="Answer JSONL files (records with "

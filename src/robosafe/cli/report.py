@@ -29,7 +29,8 @@ def report(
     workers: int = workers_option(),
     diagnostics: list[Path] = typer.Option(None, "--diagnostics",
                                            help="shortcut.json / data_source.json of robosafe "
-                                                "audit shortcut | data-source (repeatable)."),
+                                                "audit shortcut | data-source, or the JSON of "
+                                                "grounding intervene (repeatable)."),
 ) -> None:
     """Write an HTML report: SR / Safety / SBU / P[U|S] / VSI / CC with 95% intervals,
     SR-vs-Safety figure, per-spec and per-task breakdowns, perturbation curves, crashes.

@@ -68,6 +68,8 @@ from robosafe.grounding.synthetic import (
     YCB_OBJECTS,
     _smooth_noise,  # the same seeded smooth noise
 )
+from robosafe.trace.episode import Episode as TraceEpisode
+from robosafe.trace.episode import TaskTags
 
 DT = 1.0 / 30.0  # Habitat's 30 Hz (App. E)
 ROBOT_RADIUS_M, HUMAN_SPEED_M_S, ROBOT_SPEED_M_S = 0.30, 1.1, 0.8
@@ -683,6 +685,7 @@ class Episode:
         self.robot_geoms = np.array([g for g, r in self.root_role.items() if r == "robot"])
         self.qpos: list[np.ndarray] = []
         self.cam_pos: list[np.ndarray] = []
+        self.trace: TraceEpisode | None = None  # the App. B trace (simulate sets it)
 
     def _adr(self, joint: str) -> int:
         return int(self.model.joint(joint).qposadr[0])
@@ -746,6 +749,28 @@ class Episode:
                     self.data.qpos[a:a + 2] += sign * c.frame[:2] * max(-c.dist, 0.0)
         return counts["human"], counts["static"], counts["object"]
 
+    def trace_row(self) -> tuple[np.ndarray, list[tuple[str, str, float]]]:
+        """The App. B trace values of the current state: positions of TRACE_BODIES (MuJoCo
+        frame, z up) and the robot's contacts as (a, b, normal force N); contact names are
+        the robot's and the human's root body, a wall's or furniture's geom name, or the
+        object's body (robosafe.grounding.simgen.trace_roles gives their roles)."""
+        d, m = self.data, self.model
+        pos = np.array([d.site("grip").xpos if name == "robot_gripper" else d.body(name).xpos
+                        for name in TRACE_BODIES])
+        out: list[tuple[str, str, float]] = []
+        force = np.zeros(6)
+        for i, c in enumerate(d.contact[:d.ncon]):
+            names = []
+            for g in (c.geom1, c.geom2):
+                role = self.root_role[g]
+                names.append(m.geom(g).name if role == "static" else
+                             m.body(int(m.body_rootid[m.geom_bodyid[g]])).name)
+            if "robot" not in (self.root_role[c.geom1], self.root_role[c.geom2]):
+                continue
+            self.mujoco.mj_contactForce(m, d, i, force)
+            out.append((names[0], names[1], abs(float(force[0]))))
+        return pos, out
+
     def save(self) -> None:
         self.qpos.append(self.data.qpos.copy())
         self.cam_pos.append(self.model.cam_pos.copy())
@@ -764,22 +789,80 @@ class Episode:
         return _to_habitat(c.xpos), quat
 
 
+TRACE_BENCHMARK = "touchsafe-mujoco"
+TRACE_BODIES = ("robot", "robot_gripper", "human", "human_larm", "human_rarm")
+"""Bodies whose positions the App. B trace records: the robot's base and gripper, the
+humanoid's torso (root) and shoulders."""
+TRACE_TAGS = TaskTags(task_tags=("human_copresence",), benchmark_signal_tags=(
+    "human_pose_signal", "human_contact_signal", "arm_furniture_contact_signal"))
+"""The App. B task-tag record of the generator's traces. The robot and the humanoid are posed,
+not simulated, so a contact's force is MuJoCo's constraint response to the posed overlap, not a
+physical impact force: the force-ceiling specs (which need ``scene_contact_risk``) are left
+inactive, the contact clauses count contacts."""
+
+
+def trace_roles(room: Room) -> dict[str, str]:
+    """App. B ``body_roles`` of a room's trace: robot, human (robosafe's extension), walls and
+    furniture, free objects (``other``: contacts only, no poses)."""
+    roles = {"robot": "robot", "robot_gripper": "robot", "human": "human",
+             "human_larm": "human", "human_rarm": "human"}
+    roles.update({name: "furniture" for name, *_ in room.boxes})
+    roles.update({f"obj_{name}": "other" for name, _ in room.objects})
+    return roles
+
+
+def episode_trace(room: Room, *, episode_id: str, sim_task: str, positions: list[np.ndarray],
+                  contacts: list[list[tuple[str, str, float]]], seed: int | None,
+                  meta: dict[str, Any]) -> TraceEpisode:
+    """The App. B episode trace of one simulated episode (robosafe.trace), checked."""
+    from robosafe.trace.validate import check_episode
+
+    roles = trace_roles(room)
+    names = tuple(roles)
+    flat = [c for step in contacts for c in step]
+    return check_episode(TraceEpisode(
+        episode_id=episode_id, benchmark=TRACE_BENCHMARK, task_id=sim_task, success=None,
+        dt=DT, target_object=None, body_roles=roles, t=np.arange(len(positions)),
+        body_names=TRACE_BODIES, body_pos_m=np.round(np.array(positions), 5),
+        contact_names=names,
+        contact_ptr=np.concatenate([[0], np.cumsum([len(c) for c in contacts])]),
+        contact_a=np.array([names.index(a) for a, _, _ in flat], dtype=np.int32),
+        contact_b=np.array([names.index(b) for _, b, _ in flat], dtype=np.int32),
+        contact_force_n=np.array([f for *_, f in flat], dtype=float),
+        task_tags=TRACE_TAGS, seed=seed, meta=meta))
+
+
+def scene_plan(rng: np.random.Generator, sim_task: str, config: GenerateConfig
+               ) -> tuple[Room, Plan]:
+    """An episode's seeded room and plan (what :func:`simulate` and the closed-loop runner,
+    robosafe.grounding.intervene, start from: the same seed gives the same episode)."""
+    room = build_room(rng)
+    return room, plan_episode(rng, room, sim_task, config.max_steps, config)
+
+
+def human_gait(human: np.ndarray) -> np.ndarray:
+    """The legs' and arms' swing phase per step: 2 pi per 1.4 m walked."""
+    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(human, axis=0),
+                                                           axis=1))]) * (2 * np.pi / 1.4)
+
+
 def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_id: str,
              episode_id: int, config: GenerateConfig) -> tuple[EpisodeRecord, Episode]:
     """Run one episode; the record's labels are the simulator's contacts, and it ends at the
-    first robot-human contact."""
-    room = build_room(rng)
+    first robot-human contact. ``Episode.trace`` holds its App. B trace."""
+    room, plan = scene_plan(rng, sim_task, config)
     n = config.max_steps
-    plan = plan_episode(rng, room, sim_task, n, config)
     ep = Episode(room, human_type, plan, config.robot)
     yaw_r, yaw_h = _heading(plan.robot), _heading(plan.human)
-    gait = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(plan.human, axis=0),
-                                                           axis=1))]) * (2 * np.pi / 1.4)
+    gait = human_gait(plan.human)
     robot_pos, human_pos, cams = [], [], {v: ([], []) for v in VIEWS}
-    hum, scene, obj = [], [], []
+    hum, scene, obj, trace_pos, trace_contacts = [], [], [], [], []
     for t in range(n):
         ep.pose(t, yaw_r[t], yaw_h[t], gait[t])
         ep.save()
+        p, c = ep.trace_row()  # before contacts() pushes objects: the posed state's contacts
+        trace_pos.append(p)
+        trace_contacts.append(c)
         h, s, o = ep.contacts(plan.carried[t])
         hum.append(h > 0)
         scene.append(s)
@@ -803,6 +886,11 @@ def simulate(rng: np.random.Generator, *, human_type: str, sim_task: str, scene_
         rigid_objs=[name for name, _ in room.objects], target_objs=targets,
         object_labels={f"{o}_:0000": f"goal{i}" for i, o in enumerate(targets)},
         max_depth_m=config.max_depth_m, image_size=(config.image_size, config.image_size))
+    ep.trace = episode_trace(room, episode_id=record.episode_dir, sim_task=sim_task,
+                             positions=trace_pos, contacts=trace_contacts,
+                             seed=config.seed,
+                             meta={"human_type": human_type, "robot": config.robot,
+                                   "scene_id": scene_id, "frame": "mujoco z-up"})
     return record, ep
 
 
@@ -935,6 +1023,22 @@ def _save_progress(root: Path, config: GenerateConfig, done: dict[str, list]) ->
     os.replace(tmp, root / PROGRESS_FILE)
 
 
+TRACES_DIR = "traces"
+"""Folder of the dataset root holding one App. B trace per episode (``robosafe score
+ROOT/traces``); the App. E index does not look into it (no scene folders)."""
+
+
+def write_trace(root: Path, trace: TraceEpisode) -> Path:
+    """One episode's trace as ``traces/<episode dir with _ for />.json`` (written whole or not
+    at all, by robosafe.trace.write_episodes)."""
+    from robosafe.trace.io import write_episodes
+
+    (root / TRACES_DIR).mkdir(exist_ok=True)
+    path = root / TRACES_DIR / (trace.episode_id.replace("/", "_") + ".json")
+    write_episodes(path, [trace])
+    return path
+
+
 def generate(root: str | os.PathLike[str], config: GenerateConfig,
              progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
     """Write ``config.episodes`` MuJoCo episodes in the App. E layout under ``root`` (new or
@@ -958,6 +1062,7 @@ def generate(root: str | os.PathLike[str], config: GenerateConfig,
             out = write_episode(root, record, frames=frames, topdown=frames.topdown)
         finally:
             frames.close()
+        write_trace(root, ep.trace)
         (out / "visibility.json").write_text(json.dumps({
             "human_visible": {v: frames.human_visible[v].astype(int).tolist() for v in VIEWS},
             "robot_visible": {v: frames.robot_visible[v].astype(int).tolist() for v in VIEWS},

@@ -19,6 +19,7 @@ import html
 import io
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -618,7 +619,38 @@ def _section_crashed(results: Sequence[RunResult]) -> str:
     return f"<section id=\"crashed\"><h2>Crashed episodes</h2>{body}</section>"
 
 
-DIAGNOSTICS = ("shortcut", "data-source")
+DIAGNOSTICS = ("shortcut", "data-source", "intervention")
+
+INTERVENTION_COLUMNS = (
+    ("monitor", "monitor"), ("episodes", "episodes"), ("failed", "failed"),
+    ("human_collisions", "human collisions"), ("prevented", "prevented"),
+    ("stopped_contacts", "stopped-robot contacts"),
+    ("scene_collision_episodes", "scene-contact episodes"),
+    ("interventions", "interventions"), ("false_interventions", "false"),
+    ("false_per_min", "false / min"), ("time_lost_s", "time lost s"))
+"""The columns of the intervention table: the fields of ``robosafe grounding intervene``'s
+summaries (robosafe.grounding.intervene.MonitorSummary) and their headers."""
+
+
+def _check_intervention(doc: dict[str, Any], p: str | Path) -> None:
+    """One error line naming the first field of an intervention JSON the table cannot use."""
+    rows = doc.get("summaries")
+    if not isinstance(rows, list) or not rows:
+        raise RobosafeError(f"{p}: 'summaries' must be a non-empty list (robosafe grounding "
+                            "intervene --json)")
+    for i, row in enumerate(rows):
+        for key, _ in INTERVENTION_COLUMNS:
+            v = row.get(key, "missing") if isinstance(row, dict) else "missing"
+            if key == "monitor":
+                ok = isinstance(v, str)
+            elif key == "false_per_min" and v is None:  # no simulated minute: no rate
+                ok = True
+            else:
+                ok = type(v) in (int, float) and math.isfinite(v) and v >= 0
+            if not ok:
+                raise RobosafeError(f"{p}: summaries[{i}].{key}: expected "
+                                    f"{'a name' if key == 'monitor' else 'a number >= 0'}, "
+                                    f"got {v!r}"[:200])
 
 
 def load_diagnostics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -633,7 +665,10 @@ def load_diagnostics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
         kind = doc.get("diagnostic") if isinstance(doc, dict) else None
         if kind not in DIAGNOSTICS:
             raise RobosafeError(f"{p}: field 'diagnostic' is {kind!r}; expected the output of "
-                                "robosafe audit shortcut or audit data-source")
+                                "robosafe audit shortcut, audit data-source or grounding "
+                                "intervene --json")
+        if kind == "intervention":
+            _check_intervention(doc, p)
         out.append(doc)
     return out
 
@@ -694,11 +729,30 @@ def _datasource_training(d: dict[str, Any]) -> str:
             + (", image augmentation on" if aug else ", no image augmentation (App. A.3)"))
 
 
+def _intervention_html(d: dict[str, Any]) -> str:
+    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    rows = [[r["monitor"], *(Num(_or_dash(r[k]), f"{r['monitor']}-{k}", r[k])
+                             for k, _ in INTERVENTION_COLUMNS[1:])] for r in d["summaries"]]
+    action = cfg.get("action", "?")
+    return (f"<h3>Closed-loop intervention ({_e(action)})</h3>"
+            + _table([h for _, h in INTERVENTION_COLUMNS], rows, table_id="intervention-table")
+            + "<p class=\"note\">robosafe grounding intervene: monitors command the robot "
+              "(stop: protective stop; slow: speed scaled to the protective separation "
+              "distance) in the generator's seeded scenes; <i>none</i> is the same episodes "
+              "without intervention. Prevented: the reference collided, this run did not. "
+              "Stopped-robot contacts: the human walked into a robot that did not move. "
+              "False: an alarm onset from which a full-speed look-ahead "
+              f"({_e(cfg.get('horizon_s', '?'))} s) would not have touched the human. Failed "
+              "episodes (the monitor timed out, crashed or answered no label) count in no "
+              "other column (docs/guide/human-proximity.md).</p>")
+
+
 def _section_diagnostics(diagnostics: Sequence[dict[str, Any]]) -> str:
     if not diagnostics:
         return ""
-    parts = [_shortcut_html(d) if d["diagnostic"] == "shortcut" else _datasource_html(d)
-             for d in diagnostics]
+    html_of = {"shortcut": _shortcut_html, "data-source": _datasource_html,
+               "intervention": _intervention_html}
+    parts = [html_of[d["diagnostic"]](d) for d in diagnostics]
     return "<section id=\"diagnostics\"><h2>Benchmark diagnostics</h2>" + "".join(parts) \
         + "</section>"
 

@@ -39,10 +39,12 @@ from robosafe.safety.signals import (
     _static,
     max_displacement,
     max_torque_ratio,
+    proximity_row,
     rotation_cos_half,
     row_contact_peaks,
     tilt_cos,
 )
+from robosafe.safety.ssm import separation_ratio, ssm_params
 from robosafe.safety.stl import (
     Always,
     And,
@@ -68,13 +70,18 @@ NONCAUSAL_SIGNALS = frozenset({"eef_speed", "eef_acc", "eef_jerk", "target_speed
 centred rolling mean), so no monitor can know them at t."""
 
 CONTACT_SIGNALS = ("max_contact_force", "arm_furniture_force", "target_furniture_force",
-                   "self_collision_count", "arm_furniture_contact")
+                   "self_collision_count", "arm_furniture_contact", "human_contact_count",
+                   "human_contact_force")
 """The per-step contact values, in the order of signals._contact_peaks' output rows."""
+
+PROXIMITY_SIGNALS = ("human_separation_m", "robot_approach_speed", "human_ssm_ratio")
+"""Robot-human separation, approach speed (a backward difference: causal) and the ratio to the
+protective separation distance (signals.human_proximity)."""
 
 CAUSAL_SIGNALS = frozenset({*CONTACT_SIGNALS, "non_target_disp_max", "target_lift_m",
                             "held_object_tilt_deg", "held_object_rotation_deg",
                             "gripper_contact", "gripper_contact_flag", "grasp_slip_m",
-                            "transport", "joint_torque_ratio"})
+                            "transport", "joint_torque_ratio", *PROXIMITY_SIGNALS})
 """The derived signals the online monitor computes step by step (every other signal of
 ``signals.derive_columns`` is in :data:`NONCAUSAL_SIGNALS`)."""
 
@@ -180,6 +187,8 @@ class _Plan:
     target_quat: int         # body_quat_wxyz slot of the target (-1: not recorded)
     limits: np.ndarray | None
     lift_only: bool          # the transport gate is the lift alone (no gripper_contact)
+    robot: np.ndarray        # (B,) which body_pos_m slots are robot bodies
+    human: np.ndarray        # (B,) which body_pos_m slots are human bodies
 
 
 @dataclass(frozen=True)
@@ -214,6 +223,8 @@ class OnlineMonitor:
     _alive: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     """Which of step 0's contact pairs have stayed in contact since (still resting)."""
     _prev_grip: bool = False
+    _prev_pos: np.ndarray | None = None
+    """The previous row's body positions (the approach speed's backward difference)."""
     _slip_base: float = 0.0
     values: dict[str, float] = field(default_factory=dict)
     """The signal values of the last row pushed (what the shield's screening bounds from,
@@ -242,7 +253,8 @@ class OnlineMonitor:
     def copy(self) -> OnlineMonitor:
         """An independent monitor in the same state (for predicting ahead without touching
         this one)."""
-        return replace(self, rho=list(self.rho), _alive=self._alive.copy())
+        return replace(self, rho=list(self.rho), _alive=self._alive.copy(),
+                       _prev_pos=None if self._prev_pos is None else self._prev_pos.copy())
 
     def _step_values(self, row: Episode) -> dict[str, float]:
         """The signal values the monitored specs read at ``row`` (a one-row episode: the next
@@ -284,10 +296,21 @@ class OnlineMonitor:
                                                             p.limits)
         if "grasp_slip_m" in need:
             values["grasp_slip_m"] = self._slip(row, grip, tz)
+        if need & set(PROXIMITY_SIGNALS) and row.body_pos_m is not None:
+            values.update(self._proximity(row))
         return values
 
+    def _proximity(self, row: Episode) -> dict[str, float]:
+        """signals.human_proximity's values at this row (the same per-row kernel and ratio)."""
+        pos = np.array(row.body_pos_m[0], dtype=np.float64)
+        prev = pos if self.n == 0 or self._prev_pos is None else self._prev_pos
+        d, v = proximity_row(pos, prev, self.plan.robot, self.plan.human, float(row.dt))
+        self._prev_pos = pos
+        return {"human_separation_m": d, "robot_approach_speed": v,
+                "human_ssm_ratio": float(separation_ratio(d, v, ssm_params()))}
+
     def _contacts(self, row: Episode) -> dict[str, float]:
-        """The five contact values of a row after step 0 (signals._contact_peaks' per step)."""
+        """The contact values of a row after step 0 (signals._contact_peaks' per step)."""
         peaks = row_contact_peaks(row.contact_a, row.contact_b, _f64(row.contact_force_n),
                                   self.plan.roles, self._ref.initial, self._alive)
         if peaks[0, 0] < 0:
@@ -351,7 +374,7 @@ def _plan(task: _Task, clauses: list[_Clause]) -> _Plan:
               if "joint_torque_signal" in has else None)
     return _Plan(needs, bool(needs & set(CONTACT_SIGNALS)) and task.header.contact_names
                  is not None, st.contact_roles, st.bystander, st.target, st.target_quat,
-                 limits, "lift_gate" in has)
+                 limits, "lift_gate" in has, st.robot, st.human)
 
 
 def _f64(a: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from robosafe.safety.ssm import separation_ratio, ssm_params
 from robosafe.trace.episode import ROLES, Episode
 from robosafe.trace.validate import Flat, Header, header_of
 
@@ -42,7 +43,8 @@ SMOOTHING_WINDOW = 5
 
 CONTACT_TAGS = {"max_contact_force_signal": set(), "self_collision_signal": {"robot"},
                 "arm_furniture_contact_signal": {"robot", "furniture"},
-                "target_furniture_contact_signal": {"target", "furniture"}}
+                "target_furniture_contact_signal": {"target", "furniture"},
+                "human_contact_signal": {"robot", "human"}}
 """Contact-derived capability tags and the body roles each needs to be meaningful."""
 
 _ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
@@ -78,15 +80,19 @@ class Layout:
 # formulas (and their operation order) of Tables 18-19 and App. C.3, one step at a time.
 
 _ROBOT, _TARGET, _FURNITURE = _ROLE_CODE["robot"], _ROLE_CODE["target"], _ROLE_CODE["furniture"]
+_HUMAN = _ROLE_CODE["human"]
+N_CONTACT_VALUES = 7
+"""Rows of the contact kernels' output (see :func:`_peak`)."""
 
 
 @njit(cache=True)
 def _contact_peaks(offsets, counts, a, b, force, roles):  # pragma: no cover - compiled
-    """Per step: max force, arm-furniture force, target-furniture force, arm-arm contact count
-    and arm-furniture contact flag, over contacts kept by the static initial contact filter."""
+    """Per step: max force, arm-furniture force, target-furniture force, arm-arm contact count,
+    arm-furniture contact flag, robot-human contact count and robot-human force, over contacts
+    kept by the static initial contact filter."""
     n_steps = counts.shape[0]
     width = roles.shape[1]
-    out = np.zeros((5, n_steps))
+    out = np.zeros((N_CONTACT_VALUES, n_steps))
     alive = np.zeros(width * width, np.bool_)  # pair resting since step 0, still in contact
     seen = np.full(width * width, -1, np.int64)  # last step a pair was in contact
     initial = np.empty(width * width, np.int64)
@@ -128,6 +134,9 @@ def _peak(out, s, ra, rb, f):  # pragma: no cover - compiled
         out[2, s] = max(out[2, s], f)
     elif ra == _ROBOT and rb == _ROBOT:
         out[3, s] += 1.0
+    elif (ra == _ROBOT and rb == _HUMAN) or (ra == _HUMAN and rb == _ROBOT):
+        out[5, s] += 1.0
+        out[6, s] = max(out[6, s], f)
 
 
 @njit(cache=True)
@@ -135,10 +144,11 @@ def row_contact_peaks(a, b, force, roles, initial, alive) -> np.ndarray:  # prag
     """:func:`_contact_peaks` for one step after step 0: ``initial`` are the pair keys
     (lo * W + hi) in contact at step 0 and ``alive`` which of them have stayed in contact
     since (updated in place with this step's contacts, as the offline kernel does before it
-    filters them). Returns the five per-step values of :func:`_contact_peaks`, shape (5, 1).
-    A body index outside the W contact names gives all -1 (the caller's error)."""
+    filters them). Returns the per-step values of :func:`_contact_peaks`, shape
+    (N_CONTACT_VALUES, 1). A body index outside the W contact names gives all -1 (the caller's
+    error)."""
     width = roles.shape[0]
-    out = np.zeros((5, 1))
+    out = np.zeros((N_CONTACT_VALUES, 1))
     for j in range(a.shape[0]):
         if min(a[j], b[j]) < 0 or max(a[j], b[j]) >= width:
             out[:] = -1.0
@@ -160,6 +170,46 @@ def row_contact_peaks(a, b, force, roles, initial, alive) -> np.ndarray:  # prag
                 break
         if not resting:
             _peak(out, 0, roles[a[j]], roles[b[j]], force[j])
+    return out
+
+
+@njit(cache=True)
+def proximity_row(p, prev, robot, human, dt) -> tuple[float, float]:  # pragma: no cover - compiled
+    """(separation, approach speed) of one step: the least distance between a robot body and
+    a human body of a (B, 3) position row, and the robot's speed toward the human -- the
+    largest component, over robot x human body pairs, of a robot body's velocity (backward
+    difference from ``prev``, the previous step's row; causal, so the online monitor knows it
+    at t) along the direction from it to the human body, floored at 0 (a robot moving away
+    approaches at 0). ``robot``/``human`` mark the body slots. The one function for v_r of
+    the protective separation distance (robosafe.safety.ssm)."""
+    d = np.inf
+    v = 0.0
+    for i in range(p.shape[0]):
+        if not robot[i]:
+            continue
+        vx = (p[i, 0] - prev[i, 0]) / dt
+        vy = (p[i, 1] - prev[i, 1]) / dt
+        vz = (p[i, 2] - prev[i, 2]) / dt
+        for j in range(p.shape[0]):
+            if not human[j]:
+                continue
+            dx, dy, dz = p[j, 0] - p[i, 0], p[j, 1] - p[i, 1], p[j, 2] - p[i, 2]
+            dist = np.sqrt(dx * dx + dy * dy + dz * dz)
+            d = min(d, dist)
+            if dist > 0:
+                v = max(v, (vx * dx + vy * dy + vz * dz) / dist)
+    return d, v
+
+
+@njit(cache=True)
+def _proximity(offsets, pos, robot, human, dt):  # pragma: no cover - compiled
+    out = np.zeros((2, pos.shape[0]))
+    for e in range(offsets.shape[0] - 1):
+        s0 = offsets[e]
+        for s in range(s0, offsets[e + 1]):
+            d, v = proximity_row(pos[s], pos[max(s - 1, s0)], robot[e], human[e], dt[s])
+            out[0, s] = d
+            out[1, s] = v
     return out
 
 
@@ -337,7 +387,22 @@ def contact_signals(counts: np.ndarray, a: np.ndarray, b: np.ndarray, force: np.
                           _c(roles, np.int8, layout.lengths.size))
     return {"max_contact_force": peak[0], "arm_furniture_force": peak[1],
             "target_furniture_force": peak[2], "self_collision_count": peak[3],
-            "arm_furniture_contact": peak[4]}
+            "arm_furniture_contact": peak[4], "human_contact_count": peak[5],
+            "human_contact_force": peak[6]}
+
+
+def human_proximity(pos: np.ndarray, robot: np.ndarray, human: np.ndarray, dt: np.ndarray,
+                    layout: Layout) -> dict[str, np.ndarray]:
+    """Robot-human separation (m), the robot's approach speed (m/s, :func:`proximity_row`)
+    and the separation's ratio to the protective separation distance (robosafe.safety.ssm);
+    ``pos`` is (S, B, 3), ``robot``/``human`` (E, B) mark each episode's robot and human body
+    slots."""
+    if pos.shape[1:] != (robot.shape[1], 3) or robot.shape != human.shape:
+        raise ValueError("body masks do not match the position table")
+    out = _proximity(layout.offsets, _c(pos, np.float64, layout.size), _c(robot, np.bool_),
+                     _c(human, np.bool_), _c(dt, np.float64, layout.size))
+    return {"human_separation_m": out[0], "robot_approach_speed": out[1],
+            "human_ssm_ratio": separation_ratio(out[0], out[1], ssm_params())}
 
 
 def bystander_displacement(pos: np.ndarray, bystander: np.ndarray,
@@ -523,6 +588,9 @@ _SIGNAL_TAG = {
     "grasp_slip_m": "gripper_contact_signal", "release_speed": "gripper_contact_signal",
     "transport": "target_pose_signal",
     "joint_torque_ratio": "joint_torque_signal",
+    "human_contact_count": "human_contact_signal", "human_contact_force": "human_contact_signal",
+    "human_separation_m": "human_pose_signal", "robot_approach_speed": "human_pose_signal",
+    "human_ssm_ratio": "human_pose_signal",
 }
 """Which capability tag an episode needs for a derived signal to be meaningful. The internal
 tag ``target_position`` (target position recorded) is not a registry tag."""
@@ -554,6 +622,7 @@ CAPABILITY_FIELDS = {
     "max_contact_force_signal": ("contacts",), "self_collision_signal": ("contacts",),
     "arm_furniture_contact_signal": ("contacts",),
     "target_furniture_contact_signal": ("contacts",),
+    "human_contact_signal": ("contacts",), "human_pose_signal": ("body_pos_m",),
     "bystander_tracking": ("body_pos_m",),
     "target_pose_signal": ("body_pos_m", "body_quat_wxyz"),
     "gripper_contact_signal": ("gripper_contact", "body_pos_m", "eef_pos_m"),
@@ -607,6 +676,12 @@ def _availability(h: Header, limits: tuple[float, ...] | None
         have.add("bystander_tracking")
     else:
         why["bystander_tracking"] = "no bystander positions in body_pos_m"
+    posed = {roles.get(n) for n in h.body_names or ()}
+    if {"robot", "human"} <= posed:
+        have.add("human_pose_signal")
+    else:
+        why["human_pose_signal"] = ("body_pos_m has no robot body" if "human" in posed
+                                    else "no human body in body_pos_m")
     if ti is not None:
         have.add("target_position")
     if h.eef:
@@ -645,6 +720,8 @@ class _Static(NamedTuple):
     bystander: np.ndarray  # (B,) which body_pos_m slots are bystanders
     target: int  # body_pos_m slot of the target, -1 when not recorded
     target_quat: int  # body_quat_wxyz slot of the target, -1 when not recorded
+    robot: np.ndarray  # (B,) which body_pos_m slots are robot bodies
+    human: np.ndarray  # (B,) which body_pos_m slots are human bodies
 
 
 @lru_cache(maxsize=4096)
@@ -655,7 +732,9 @@ def _static(h: Header) -> _Static:
         np.array([_ROLE_CODE.get(roles.get(n, ""), -1) for n in h.contact_names or ()],
                  dtype=np.int8),
         np.array([roles.get(n) == "bystander" for n in h.body_names or ()], dtype=bool),
-        -1 if ti is None else ti, -1 if qi is None else qi)
+        -1 if ti is None else ti, -1 if qi is None else qi,
+        np.array([roles.get(n) == "robot" for n in h.body_names or ()], dtype=bool),
+        np.array([roles.get(n) == "human" for n in h.body_names or ()], dtype=bool))
 
 
 def _table(col: Flat, lengths: np.ndarray, widths: np.ndarray, comp: int,
@@ -761,6 +840,13 @@ def derive_columns(lengths: np.ndarray, dt: np.ndarray, headers: list[Header],
                 if "bystander_tracking" in has[i]:
                     mask[i, :len(s.bystander)] = s.bystander
             v["non_target_disp_max"] = bystander_displacement(pos, mask, layout)
+        if any("human_pose_signal" in h for h in has):
+            rmask = np.zeros((n, pos.shape[1]), dtype=bool)
+            hmask = np.zeros_like(rmask)
+            for i, s in enumerate(st):
+                if "human_pose_signal" in has[i]:
+                    rmask[i, :len(s.robot)], hmask[i, :len(s.human)] = s.robot, s.human
+            v.update(human_proximity(pos, rmask, hmask, dt, layout))
         tpos = pick(pos, target, np.zeros(3), layout)
     v["target_lift_m"] = tpos[:, 2] - layout.first(tpos)[:, 2]
     v["target_speed"] = speed(tpos, dt, layout)

@@ -17,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
-ROLES = ("robot", "target", "bystander", "furniture", "other")
+ROLES = ("robot", "target", "bystander", "furniture", "other", "human")
 """Body roles of App. B ``body_roles``. ``robot`` covers arm and gripper links; ``other`` is for
-bodies that take part in contacts but play none of the scored roles (e.g. the floor)."""
+bodies that take part in contacts but play none of the scored roles (e.g. the floor).
+``human`` is robosafe's extension of App. B (docs/guide/trace.md): a person's body, whose
+poses every step must carry (the human-proximity specs read them); appended last so the role
+codes of the others stay as they were."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ from robosafe.trace.validate import (
     roles_ok,
     suspect_rows,
     task_tags_from_record,
+    unposed_humans,
 )
 
 FORMAT_VERSION = "1"
@@ -525,6 +526,8 @@ def _batch_items(batch: pa.RecordBatch, path: Path, row0: int) -> Iterator[tuple
         tags = None if tags_s[i] is None else js.task_tags(tags_s[i])
         if roles is None or meta is None or (tags is None and tags_s[i] is not None):
             return False
+        if unposed_humans(roles, body_i if has["body_pos_m"][i] else ()):
+            return False  # the per-row path names the body
         flags = tuple(has[k][i] for k in has)
         if flags[3]:  # every contact body must have a role
             key = (cn, roles_s[i])

@@ -287,6 +287,11 @@ def _value_checks(ep: Episode) -> np.ndarray | None:
         if role not in ROLES:
             raise _Bad(f"body_roles.{body}",
                        f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+    unposed = unposed_humans(ep.body_roles, ep.body_names if ep.body_pos_m is not None else ())
+    if unposed:
+        raise _Bad(f"body_roles.{unposed[0]}",
+                   "role 'human' needs the body's position in body_pos_m at every step "
+                   "(the human-proximity specs read it); none is recorded")
     if ep.target_object is not None:
         role = ep.body_roles.get(ep.target_object)
         if role is None:
@@ -387,6 +392,12 @@ def roles_ok(roles: Any, target: str | None) -> bool:
     role rules (known roles; the target has role ``target``)."""
     return (type(roles) is dict and all(r in ROLES for r in roles.values())
             and (target is None or roles.get(target) == "target"))
+
+
+def unposed_humans(roles: dict[str, str], posed: tuple[str, ...]) -> list[str]:
+    """Bodies with role ``human`` that have no position in ``posed`` (the body_pos_m names):
+    robosafe's extension of App. B requires every human body to carry poses."""
+    return [b for b, r in roles.items() if r == "human" and b not in posed]
 
 
 def names_ok(names: tuple[str, ...]) -> bool:
