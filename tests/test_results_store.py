@@ -440,12 +440,16 @@ def test_a_version_1_store_is_read_and_upgraded(tmp_path, runs):
     con = duckdb.connect(str(db))  # back to version 1: no shield columns
     con.execute("ALTER TABLE episodes DROP COLUMN interventions")
     con.execute("ALTER TABLE episodes DROP COLUMN shield_warnings")
+    con.execute("DROP TABLE until_results")  # nor the --until tables of version 3
+    con.execute("DROP TABLE until_evidence")
     con.execute("UPDATE robosafe_schema SET version = 1")
     con.close()
     with Store(db, read_only=True) as s:
         eps = s.episodes("careful")
         assert len(eps) == 12 and {e["interventions"] for e in eps} == {None}
         assert s.runs()[0].interventions_per_episode is None
+        assert s.until_results("careful") == [] and s.until_evidence("careful") == []
     with Store(db) as s:
-        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (2,)
+        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (3,)
+        assert s.until_results("careful") == []
         assert {e["interventions"] for e in s.episodes("careful")} == {None}
