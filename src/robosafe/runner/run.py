@@ -536,8 +536,8 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
             # formatting reason (a tuple against a list, a NaN an older run.json holds)
             if _identity_text(stored) != _identity_text(cfg):
                 raise RobosafeError(f"{out}: --resume with a different configuration than the "
-                                    "run was started with (policy, tasks, episodes, seeds or "
-                                    "levels)")
+                                    "run was started with (policy, tasks, episodes, seeds, "
+                                    "levels or --until)")
         else:
             config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
                       "robosafe_version": _version(),

@@ -121,7 +121,7 @@ class UntilPlan:
     def smallest_budget(self) -> int:
         """The fewest episodes that can decide under this plan (stats.sequential)."""
         if self.mode == "width":
-            return smallest_width_sample(self.alpha_each, self.width, self.budget)
+            return smallest_width_sample(self.alpha_each, self.width)
         return smallest_decidable(self.alpha_each, self.two_sided, budget=self.budget)
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,14 +262,18 @@ def baseline_outcomes(plan: UntilPlan, cfg) -> dict[str, OrderedOutcomes]:
                             + "; ".join(x for x in (
                                 f"not {', '.join(missing)}" if missing else "",
                                 f"also {', '.join(extra)}" if extra else "") if x)
-                            + ")")
+                            + "); select the same tasks")
     seeds = cfg.seed_list()
     theirs = list(bc.get("seeds") or ())
-    if theirs[:len(seeds)] != seeds:
+    if theirs[:len(seeds)] != seeds[:len(theirs)]:
         raise RobosafeError(f"{where}: the baseline's seeds {theirs[:8]}"
                             f"{' ...' if len(theirs) > 8 else ''} are not this run's "
                             f"{seeds[:8]}{' ...' if len(seeds) > 8 else ''} (episode by "
                             "episode); pairs need the same seeds")
+    if len(theirs) < len(seeds):
+        raise RobosafeError(f"{where}: the baseline lacks episodes {len(theirs)}.."
+                            f"{len(seeds) - 1} of each task (it ran -n {len(theirs)}); the "
+                            f"budget -n can be at most {len(theirs)}")
     for key, mine in (("language_levels", cfg.language_levels),
                       ("visual_levels", cfg.visual_levels)):
         if sorted(bc.get(key) or (0,)) != sorted(mine):
