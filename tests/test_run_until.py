@@ -145,12 +145,13 @@ def test_resume_recomputes_and_never_extends(baseline, decided, tmp_path):
     assert len(open_run(done).outcomes()) == k
 
 
-def test_two_workers_decide_the_same(baseline, decided, tmp_path):
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_two_workers_decide_the_same(baseline, decided, tmp_path, backend):
     _, js = decided
     out = tmp_path / "w2"
     proc = cli(*select("-p", "scripted-careless", "-n", str(N), "-o", out, "--until",
                        "decided", "--against", baseline, "--until-metric", "safe",
-                       "--workers", "2", "--json"))
+                       "--workers", "2", "--backend", backend, "--json"))
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(proc.stdout)["until"]
     (m,), (one,) = rec["metrics"], js["until"]["metrics"]
