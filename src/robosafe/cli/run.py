@@ -21,7 +21,9 @@ from rich.table import Table
 from robosafe.budget import MAX_EPISODES, BudgetError
 from robosafe.cli import (
     EXIT_USER_ERROR,
+    alpha_option,
     app,
+    delta_option,
     emit_json,
     fail,
     resolve_workers,
@@ -401,12 +403,8 @@ def run(
     until_metric: str = typer.Option(None, "--until-metric",
                                      help="--until: success (default), safe or both (each "
                                           "at alpha / 2)."),
-    alpha: float = typer.Option(None, "--alpha",
-                                help="--until: chance of any wrong decision, in (0, 0.5) "
-                                     "(default 0.05)."),
-    delta: float = typer.Option(None, "--delta",
-                                help="--until decided: smallest gap worth having; also stop "
-                                     "once the new policy is shown not better by this much."),
+    alpha: float = alpha_option(None, "--until"),
+    delta: float = delta_option("--until decided"),
     two_sided: bool = typer.Option(None, "--two-sided/--one-sided",
                                    help="--until decided: also decide 'worse' (default; each "
                                         "side at alpha / 2) or only 'better'."),
