@@ -513,7 +513,10 @@ def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path
 
             stored = open_run(resume_dir).config.get("until")
             if stored and not given:
-                return UntilPlan.from_dict(stored)
+                plan = UntilPlan.from_dict(stored)
+                if plan.mode == "decided":
+                    baseline_outcomes(plan, cfg)  # still there, still the same cells
+                return plan
             if given:
                 fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
         return None

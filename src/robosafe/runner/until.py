@@ -392,9 +392,15 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     written into run.json. A run decided before (``--resume``) runs nothing."""
     from robosafe.runner.run import RunConfig
 
-    cfg = RunConfig.from_json(run.config)
-    baseline = baseline_outcomes(plan, cfg) if plan.mode == "decided" else None
-    tracker = Tracker(plan, run, cfg.cells(), baseline)
+    try:
+        cfg = RunConfig.from_json(run.config)
+        baseline = baseline_outcomes(plan, cfg) if plan.mode == "decided" else None
+        tracker = Tracker(plan, run, cfg.cells(), baseline)
+    except BaseException:
+        if run.lock is not None:  # execute would have released it
+            run.lock.release()
+            run.lock = None
+        raise
     todo = [] if tracker.decided else in_seed_order(cells, _suite(run.config))
     on_result = kw.pop("on_result", None)
 
