@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from conftest import run_robosafe as cli
@@ -143,6 +147,33 @@ def test_resume_recomputes_and_never_extends(baseline, decided, tmp_path):
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
         assert "different configuration" in proc.stderr or "lacks" in proc.stderr, proc.stderr
     assert len(open_run(done).outcomes()) == k
+
+
+def test_ctrl_c_keeps_the_episodes_and_resume_decides_the_same(baseline, decided, tmp_path):
+    """A real interruption: SIGINT after some episodes leaves them, and a record that says the
+    run is incomplete; --resume continues it to the same decision."""
+    _, js = decided
+    out = tmp_path / "int"
+    args = select("-p", "scripted-careless", "-n", str(N), "-o", str(out), "--until",
+                  "decided", "--against", str(baseline), "--until-metric", "safe")
+    proc = subprocess.Popen([sys.executable, "-m", "robosafe", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "MUJOCO_GL": "egl"})
+    deadline = time.monotonic() + 300
+    while not (out / "outcomes").is_dir() or len(list((out / "outcomes").iterdir())) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    rec = read_record(open_run(out))
+    stored = len(open_run(out).outcomes())
+    assert 3 <= stored < js["until"]["episodes_run"]
+    assert (rec.status, rec.decision, rec.episodes_run) == ("incomplete", "undecided", stored)
+    proc = cli(*select("-p", "scripted-careless", "-n", str(N), "-o", out, "--resume",
+                       "--json"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["until"] == js["until"]
 
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
