@@ -196,6 +196,34 @@ def test_two_workers_decide_the_same(baseline, decided, tmp_path, backend):
     assert (a["decision"], a["episodes"]) == ("worse", rec["episodes"])
 
 
+def test_both_policies_alternately_when_neither_has_run(decided, tmp_path):
+    """--against-policy: the baseline is made too, cell by cell with the new policy; both stop
+    at the decision, which is the one made against the finished baseline."""
+    _, js = decided
+    base, out = tmp_path / "careful", tmp_path / "careless"
+    args = select("-p", "scripted-careless", "-n", str(N), "-o", out, "--until", "decided",
+                  "--against", base, "--against-policy", "scripted-careful", "--until-metric",
+                  "safe", "--json")
+    proc = cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)["until"]
+    assert rec["metrics"] == js["until"]["metrics"]
+    k = rec["episodes_run"]
+    assert seed_order(out) == seed_order(base) == seed_order(base)[:k]
+    assert rec["plan"]["baseline_policy"] == "scripted-careful"
+    a = audit(base, out, "--metric", "safe", "--two-sided", "--budget", str(BUDGET))
+    assert (a["decision"], a["episodes"]) == ("worse", rec["episodes"])
+    # resumed: decided, nothing more on either side
+    proc = cli(*select("-p", "scripted-careless", "-n", str(N), "-o", out, "--resume"))
+    assert proc.returncode == 0, proc.stderr
+    assert len(open_run(base).outcomes()) == len(open_run(out).outcomes()) == k
+    # a baseline there already that ran another policy is refused, before any episode
+    proc = cli(*select("-p", "scripted-careless", "-n", str(N), "-o", tmp_path / "x",
+                       "--until", "decided", "--against", base, "--against-policy", "zero"))
+    assert proc.returncode == 2 and "ran policy 'scripted-careful'" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
 def test_width_stops_once_the_interval_is_narrow(tmp_path):
     out = tmp_path / "w"
     # careless succeeds every time: the interval of 8 successes in 8 is [0.52, 1] at 0.05

@@ -145,10 +145,15 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
             execute(run, cells, workers=workers, backend=backend, on_result=tick,
                     ray_address=ray_address)
         else:
-            from robosafe.runner.until import run_until
+            from robosafe.runner.until import run_alternately, run_until
 
-            run_until(run, cells, until, execute=execute, workers=workers, backend=backend,
-                      on_result=tick, ray_address=ray_address)
+            if until.baseline_policy is None:
+                run_until(run, cells, until, execute=execute, workers=workers,
+                          backend=backend, on_result=tick, ray_address=ray_address)
+            else:
+                run_alternately(run, cells, until, prepare=prepare, execute=execute,
+                                workers=workers, backend=backend, on_result=tick,
+                                ray_address=ray_address)
     return run.outcomes()
 
 
@@ -400,6 +405,11 @@ def run(
                                  help="--until decided: the baseline run directory; its "
                                       "tasks, seeds and levels are run in its seed order and "
                                       "paired with its outcome rows."),
+    against_policy: str = typer.Option(None, "--against-policy",
+                                       help="--until decided: make the baseline too, with "
+                                            "this policy, in --against (created or "
+                                            "continued): baseline and new policy run "
+                                            "alternately, cell by cell in seed order."),
     until_metric: str = typer.Option(None, "--until-metric",
                                      help="--until: success (default), safe or both (each "
                                           "at alpha / 2)."),
@@ -458,7 +468,8 @@ def run(
                     controller=controller_for(controller, host, out if resume else None),
                     arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
     plan = until_plan(cfg, out if resume else None, until=until, against=against,
-                      metric=until_metric, alpha=alpha, delta=delta, two_sided=two_sided)
+                      metric=until_metric, alpha=alpha, delta=delta, two_sided=two_sided,
+                      against_policy=against_policy)
     if plan is not None:
         from dataclasses import replace
 
@@ -496,14 +507,16 @@ def run(
 
 def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path | None,
                metric: str | None, alpha: float | None, delta: float | None,
-               two_sided: bool | None) -> UntilPlan | None:
+               two_sided: bool | None, against_policy: str | None = None
+               ) -> UntilPlan | None:
     """The --until plan (runner.until.UntilPlan), checked before any episode runs: the options
     themselves, the budget against the smallest sample that can decide, and the baseline run
     against the run asked for. Absent on --resume: the run's own plan, if it has one."""
-    from robosafe.runner.until import UntilPlan, baseline_outcomes, parse_until
+    from robosafe.runner.until import UntilPlan, parse_until
 
     if until is None:
         given = [name for name, v in (("--against", against), ("--until-metric", metric),
+                                      ("--against-policy", against_policy),
                                       ("--alpha", alpha), ("--delta", delta),
                                       ("--two-sided/--one-sided", two_sided)) if v is not None]
         if given and resume_dir is None:
@@ -514,8 +527,7 @@ def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path
             stored = open_run(resume_dir).config.get("until")
             if stored and not given:
                 plan = UntilPlan.from_dict(stored)
-                if plan.mode == "decided":
-                    baseline_outcomes(plan, cfg)  # still there, still the same cells
+                _check_baseline(plan, cfg)  # still there, still the same cells
                 return plan
             if given:
                 fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
@@ -524,10 +536,19 @@ def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path
     plan = UntilPlan(mode=mode, metric=metric or "success",
                      alpha=0.05 if alpha is None else alpha, budget=len(cfg.cells()),
                      against=None if against is None else str(against.resolve()), width=width,
-                     delta=delta, two_sided=True if two_sided is None else two_sided)
-    if plan.mode == "decided":
-        baseline_outcomes(plan, cfg)
+                     delta=delta, two_sided=True if two_sided is None else two_sided,
+                     baseline_policy=against_policy)
+    _check_baseline(plan, cfg)
     return plan
+
+
+def _check_baseline(plan: UntilPlan, cfg) -> None:
+    from robosafe.runner.until import baseline_outcomes, check_alongside
+
+    if plan.baseline_policy is not None:
+        check_alongside(plan, cfg)
+    elif plan.mode == "decided":
+        baseline_outcomes(plan, cfg)
 
 
 def _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
@@ -47,6 +47,9 @@ from robosafe.stats.sequential import (
     smallest_decidable,
     smallest_width_sample,
 )
+
+if TYPE_CHECKING:
+    from robosafe.runner.run import RunConfig
 
 MODES = ("decided", "width")
 UNTIL_METRICS = {"success": ("success",), "safe": ("safe",), "both": ("success", "safe")}
@@ -86,6 +89,8 @@ class UntilPlan:
     width: float | None = None
     delta: float | None = None
     two_sided: bool = True
+    # the baseline's policy when this run also makes the baseline run, alternately
+    baseline_policy: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -100,6 +105,8 @@ class UntilPlan:
         if self.mode == "width" and self.against:
             raise RobosafeError("--until width:W measures one policy; --against applies to "
                                 "--until decided")
+        if self.baseline_policy is not None and self.mode != "decided":
+            raise RobosafeError("--against-policy applies to --until decided")
         if self.mode == "width" and self.delta is not None:
             raise RobosafeError("--delta applies to --until decided")
         least = self.smallest_budget()
@@ -243,11 +250,12 @@ def in_seed_order(cells: list[Cell], suite: str) -> list[Cell]:
                                                   (suite, c.task_id, c.instance_id)))
 
 
-def baseline_outcomes(plan: UntilPlan, cfg) -> dict[str, OrderedOutcomes]:
+def baseline_outcomes(plan: UntilPlan, cfg, partial: bool = False
+                      ) -> dict[str, OrderedOutcomes]:
     """The baseline run's outcomes per metric, in seed order, checked against the run asked
     for (``cfg``, a RunConfig): the same tasks, suite and levels, the same seed for every
-    episode index, and an outcome row for every cell. One error line otherwise, before any
-    episode."""
+    episode index, and (unless ``partial``: a baseline made alongside) an outcome row for
+    every cell. One error line otherwise, before any episode."""
     base = open_run(plan.against)
     bc = base.config
     where = f"--against {plan.against}"
@@ -282,7 +290,9 @@ def baseline_outcomes(plan: UntilPlan, cfg) -> dict[str, OrderedOutcomes]:
     rows = base.outcomes()
     have = {(str(r.get("task_id")), str(r.get("instance_id"))) for r in rows}
     lacking = [c for c in cfg.cells() if (c.task_id, c.instance_id) not in have]
-    if lacking:
+    if partial and not rows:
+        return {}
+    if lacking and not partial:
         raise RobosafeError(f"{where}: the baseline lacks {len(lacking)} of this run's "
                             f"{len(cfg.cells())} episodes (first: {lacking[0].name}); run it "
                             "with the same -n, or resume it first")
@@ -326,8 +336,8 @@ def decide(plan: UntilPlan, rows: list[dict[str, Any]], source: str,
                 mine.values, alpha=plan.alpha_each, width=plan.width, budget=plan.budget))
                 if mine.values else _undecided(m, plan.alpha_each))
             continue
-        theirs = baseline[m]
-        if not set(mine.keys) & set(theirs.keys):
+        theirs = baseline.get(m)
+        if theirs is None or not set(mine.keys) & set(theirs.keys):
             out.append(_undecided(m, plan.alpha_each))
             continue
         ya, yb, _, _ = pair_in_order(theirs, mine)
@@ -348,12 +358,19 @@ class Tracker:
     """The run's rows as they arrive, and the decision on the prefix of its seed order."""
 
     def __init__(self, plan: UntilPlan, run: RunDir, cells: list[Cell],
-                 baseline: dict[str, OrderedOutcomes] | None):
+                 baseline: dict[str, OrderedOutcomes] | None,
+                 partner: set[str] | None = None):
         self.plan, self.run, self.baseline = plan, run, baseline
+        # a baseline made alongside: the cells it has a row for (the prefix needs both)
+        self.partner = partner
         self.order = in_seed_order(cells, _suite(run.config))
         self.rows: dict[str, dict[str, Any]] = {}
         for row in run.outcomes():
             self.add(row, recompute=False)
+        self.results = self._decide()
+
+    def set_baseline(self, baseline: dict[str, OrderedOutcomes], partner: set[str]) -> None:
+        self.baseline, self.partner = baseline, partner
         self.results = self._decide()
 
     def add(self, row: dict[str, Any], recompute: bool = True) -> None:
@@ -364,7 +381,8 @@ class Tracker:
     def prefix(self) -> list[dict[str, Any]]:
         out = []
         for c in self.order:
-            if c.name not in self.rows:
+            if c.name not in self.rows or (self.partner is not None
+                                           and c.name not in self.partner):
                 break
             out.append(self.rows[c.name])
         return out
@@ -378,7 +396,7 @@ class Tracker:
 
     def record(self) -> UntilRecord:
         decision, episodes = _joint(self.plan, self.results)
-        done = len(self.prefix()) == len(self.order)
+        done = len(self.prefix()) == len(self.order)  # every cell, on both sides
         status = "decided" if decision == "decided" else "budget" if done else "incomplete"
         return UntilRecord(self.plan, decision, status, episodes, len(self.rows),
                            tuple(self.results))
@@ -415,6 +433,87 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
         record = tracker.record()
         write_record(run, record)
     return record
+
+
+def baseline_config(cfg: RunConfig, plan: UntilPlan) -> RunConfig:
+    """The RunConfig of a baseline made alongside: this run's cells with the baseline's
+    policy, and no stopping rule of its own."""
+    return replace(cfg, policy=plan.baseline_policy, policy_name="", until={})
+
+
+def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
+                    prepare: Callable[..., Any], execute: Callable[..., Any],
+                    workers: int = 1, **kw: Any) -> UntilRecord:
+    """:func:`run_until` when the baseline is made too (``plan.baseline_policy``): batches of
+    ``workers`` cells in seed order, each run first by the baseline (in ``plan.against``,
+    created or continued through ``prepare``) and then by this run, until the test decides.
+    The test reads the cells both runs hold, from the first on, so neither side's order of
+    finishing matters; the baseline stops where this run does."""
+    from robosafe.runner.run import RunConfig
+
+    cfg = RunConfig.from_json(run.config)
+    # the baseline's task files: this run's own copies (run.json names them relative to it)
+    cfg_a = replace(baseline_config(cfg, plan),
+                    tasks={t: str(run.task_file(t)) for t in cfg.tasks})
+    suite = _suite(run.config)
+    on_result = kw.pop("on_result", None)
+    tracker = None
+    try:
+        tracker = Tracker(plan, run, cfg.cells(), *_alongside(plan, cfg))
+        todo = {c.name for c in cells}
+        every = in_seed_order(cfg.cells(), suite)
+        size = max(1, workers)
+
+        def seen(row: dict[str, Any]) -> None:
+            tracker.add(row)
+            if on_result:
+                on_result(row)
+
+        for i in range(0, len(every), size):
+            if tracker.decided:
+                break
+            batch = {c.name for c in every[i:i + size]}
+            base, todo_a = prepare(cfg_a, plan.against, resume=is_run(plan.against))
+            execute(base, in_seed_order([c for c in todo_a if c.name in batch], suite),
+                    in_order=True, workers=workers, **kw)
+            tracker.set_baseline(*_alongside(plan, cfg))
+            if run.lock is None:  # execute released it after the previous batch
+                run.lock = DirLock.acquire(run.path, "run directory")
+            execute(run, [c for c in every[i:i + size] if c.name in todo], on_result=seen,
+                    in_order=True, stop=lambda: tracker.decided, workers=workers, **kw)
+    finally:
+        if run.lock is not None:
+            run.lock.release()
+            run.lock = None
+        if tracker is not None:
+            write_record(run, tracker.record())
+    return tracker.record()
+
+
+def check_alongside(plan: UntilPlan, cfg: RunConfig) -> None:
+    """A baseline to be made alongside, checked before any episode: its policy spec, and a
+    baseline run already there (continued) ran this policy on these cells."""
+    from robosafe.runner.run import check_policy_spec
+
+    check_policy_spec(plan.baseline_policy)
+    if is_run(plan.against):
+        ran = open_run(plan.against).config.get("policy")
+        if ran != baseline_config(cfg, plan).to_json()["policy"]:
+            raise RobosafeError(f"--against {plan.against}: ran policy {ran!r}, not "
+                                f"--against-policy {plan.baseline_policy!r}")
+        baseline_outcomes(plan, cfg, partial=True)
+
+
+def is_run(path: str | Path) -> bool:
+    return (Path(path) / "run.json").is_file()
+
+
+def _alongside(plan: UntilPlan, cfg) -> tuple[dict[str, OrderedOutcomes], set[str]]:
+    """A baseline made alongside: its outcomes so far and the cells it has rows for."""
+    if not is_run(plan.against):
+        return {}, set()
+    names = {Cell.of_row(r).name for r in open_run(plan.against).outcomes()}
+    return baseline_outcomes(plan, cfg, partial=True), names
 
 
 def write_record(run: RunDir, record: UntilRecord) -> None:
