@@ -8,6 +8,9 @@ Two plans (:class:`UntilPlan`):
   sequential`` pairs them; after every episode the anytime-valid paired test of
   :mod:`robosafe.stats.sequential` looks at the pairs, and the run stops once it decides
   (better, worse, not better by delta) or the budget (``-n``: every cell of the run) is spent.
+* ``decided`` with ``--against-policy`` (neither policy has run): the baseline is made too,
+  in the ``--against`` folder, batch by batch in seed order, each batch by the baseline and
+  then by the new policy (:func:`run_alternately`); both stop at the decision.
 * ``width`` (one policy): the beta-binomial confidence sequence of the metric, in the run's
   own seed order, until it is narrower than the width asked.
 
