@@ -60,12 +60,30 @@ def make_run(root: Path, name: str, profile: str, *, w: int = 0, v: int = 0,
     return run.path
 
 
+def add_until_record(baseline: Path, run: Path) -> None:
+    """``run`` as if made with ``robosafe run --until decided --against baseline`` on success
+    (one-sided, budget 10): its stopping record computed by runner.until from its rows."""
+    from robosafe.runner.rundir import open_run
+    from robosafe.runner.until import Tracker, UntilPlan, write_record
+    from robosafe.stats.ordered import order_records
+
+    rd = open_run(run)
+    plan = UntilPlan("decided", "success", 0.05, 10, against=str(baseline), two_sided=False)
+    base = [(str(i), r) for i, r in enumerate(open_run(baseline).outcomes())]
+    cells = [Cell.of_row(r) for r in rd.outcomes()]
+    tracker = Tracker(plan, rd, cells, {"success": order_records(str(baseline), base, False,
+                                                                 "success", "episode")})
+    write_record(rd, tracker.record())
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    return [make_run(root, "careful", "steady-policy"),
-            make_run(root, "careless", "fast-policy", crash=("task_1", 2)),
-            make_run(root, "careful-w1", "steady-policy", w=1)]
+    out = [make_run(root, "careful", "steady-policy"),
+           make_run(root, "careless", "fast-policy", crash=("task_1", 2)),
+           make_run(root, "careful-w1", "steady-policy", w=1)]
+    add_until_record(out[0], out[1])
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +231,33 @@ def test_per_task_and_levels_tables(runs, page):
     assert levels["fast-policy"][2][0] == "-"  # never run at W1
 
 
+def test_until_section_equals_the_paired_test(runs, page):
+    """The --until table: the decision and stop point of the one-sided paired test, worked
+    out here from the outcome rows in seed order (crashed pair left out) by stats.sequential."""
+    from robosafe.stats.sequential import paired_sequential
+
+    def rows(run):
+        out = {}
+        for p in sorted((run / "outcomes").glob("*.json")):
+            r = json.loads(p.read_text())
+            if not r["error_type"]:
+                out[(r["episode_idx"], r["task_id"])] = int(r["success"])
+        return out
+
+    a, b = rows(runs[0]), rows(runs[1])
+    keys = sorted(set(a) & set(b))  # seed order: episode index, then task
+    want = paired_sequential([a[k] for k in keys], [b[k] for k in keys], budget=10)
+    (row,) = by_run(page.tables["until-table"]).values()
+    assert row["metric"][0] == "success" and row["decision"][0] == want.decision
+    assert int(row["after"][1]["data-value"]) == want.episodes
+    # careless won 4 of the 9 pairs (one crashed), one-sided at budget 10 that takes 5: the
+    # whole budget ran, nothing saved
+    assert (want.decision, want.episodes, want.wins_b, want.wins_a) == ("undecided", 9, 4, 0)
+    assert int(row["budget"][0]) == 10 and int(row["episodes run"][0]) == 10
+    assert int(row["saved"][0]) == 0
+    assert any(i["alt"] == "evidence against its boundary" for i in page.imgs)
+
+
 def test_crashes_listed_and_text_escaped(report, page):
     crashed = page.tables["crashed-table"]
     assert [c[0] for c in crashed[1]] == ["careless", "task_1", "2", "seed102-W0-V0",
@@ -224,7 +269,8 @@ def test_crashes_listed_and_text_escaped(report, page):
 
 
 def test_self_contained(report, page):
-    assert len(page.imgs) == 4  # scatter, heatmap, SBU composition, W curve
+    # scatter, heatmap, SBU composition, W curve, the --until evidence
+    assert len(page.imgs) == 5
     for img in page.imgs:
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix)
@@ -263,7 +309,7 @@ def test_renders_in_headless_chromium(report, tmp_path):
     # has no script, so its CSP gets an inline-script allowance in the copy only.
     probe = ("<script>window.addEventListener('load', () => { document.title = "
              "[...document.images].every(i => i.complete && i.naturalWidth > 0) && "
-             "document.images.length === 4 ? 'IMAGES-OK' : 'IMAGES-BROKEN'; });</script>")
+             "document.images.length === 5 ? 'IMAGES-OK' : 'IMAGES-BROKEN'; });</script>")
     csp = "style-src 'unsafe-inline'"
     assert csp in text
     copy = tmp_path / "probe.html"

@@ -431,6 +431,24 @@ def test_compare_cli_prints_the_reason_not_a_point_interval(tmp_path, monkeypatc
     assert "% CI [" not in res.stdout and "Z = " not in res.stdout
 
 
+def test_a_version_2_store_gains_the_until_tables(tmp_path, runs):
+    """A store written before `run --until`: read-only it shows empty until tables, a
+    writable open creates them and keeps every run stored."""
+    db = tmp_path / "v2.duckdb"
+    with Store(db) as s:
+        s.ingest(runs["careful"].path)
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE until_results")
+    con.execute("DROP TABLE until_evidence")
+    con.execute("UPDATE robosafe_schema SET version = 2")
+    con.close()
+    with Store(db, read_only=True) as s:
+        assert s.until_results("careful") == [] and len(s.episodes("careful")) == 12
+    with Store(db) as s:
+        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (3,)
+        assert s.until_evidence("careful") == [] and s.run_ids() == ["careful"]
+
+
 def test_a_version_1_store_is_read_and_upgraded(tmp_path, runs):
     """A store written before the shield columns: read-only it reads them as NULL, a writable
     open adds them (the episodes stored then keep NULL) and stores new counts."""
@@ -440,12 +458,16 @@ def test_a_version_1_store_is_read_and_upgraded(tmp_path, runs):
     con = duckdb.connect(str(db))  # back to version 1: no shield columns
     con.execute("ALTER TABLE episodes DROP COLUMN interventions")
     con.execute("ALTER TABLE episodes DROP COLUMN shield_warnings")
+    con.execute("DROP TABLE until_results")  # nor the --until tables of version 3
+    con.execute("DROP TABLE until_evidence")
     con.execute("UPDATE robosafe_schema SET version = 1")
     con.close()
     with Store(db, read_only=True) as s:
         eps = s.episodes("careful")
         assert len(eps) == 12 and {e["interventions"] for e in eps} == {None}
         assert s.runs()[0].interventions_per_episode is None
+        assert s.until_results("careful") == [] and s.until_evidence("careful") == []
     with Store(db) as s:
-        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (2,)
+        assert s.con.execute("SELECT version FROM robosafe_schema").fetchone() == (3,)
+        assert s.until_results("careful") == []
         assert {e["interventions"] for e in s.episodes("careful")} == {None}

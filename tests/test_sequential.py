@@ -26,6 +26,7 @@ from robosafe.stats.sequential import (
     proportion_miscoverage_probability,
     proportion_sequential,
     smallest_decidable,
+    smallest_width_sample,
     unpaired_sequential,
 )
 
@@ -253,6 +254,22 @@ def test_budget_truncates_and_smallest_decidable():
         paired_sequential(a, b, budget=4)
     with pytest.raises(RobosafeError, match="smallest decidable sample is 7"):
         paired_sequential(a, b, budget=4, calibrate=False)
+
+
+@pytest.mark.parametrize("alpha,width", [(0.05, 0.5), (0.05, 0.2), (0.025, 0.3), (0.1, 0.25)])
+def test_smallest_width_sample_by_enumeration(alpha, width):
+    """The first n at which some success count s in 0..n gives an interval that narrow,
+    every count tried; and proportion_sequential on all-success outcomes stops there."""
+    def narrowest(n):
+        s = np.arange(n + 1, dtype=float)
+        lo, hi = beta_binomial_cs(s, np.full(n + 1, float(n)), alpha)
+        return float((hi - lo).min())
+
+    want = next(n for n in range(1, 400) if narrowest(n) <= width)
+    assert smallest_width_sample(alpha, width) == want
+    assert smallest_width_sample(alpha, width, budget=want - 1) == want  # budget + 1
+    r = proportion_sequential([1] * (want + 5), alpha=alpha, width=width)
+    assert (r.decision, r.episodes) == ("width_reached", want)
 
 
 @pytest.mark.parametrize("alpha", [0, 0.5, 0.7, -0.1, True, "0.05"])

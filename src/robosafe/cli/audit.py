@@ -7,7 +7,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from robosafe.cli.common import app, emit_json, max_memory_option, memory_limit, user_errors
+from robosafe.cli.common import (
+    alpha_option,
+    app,
+    delta_option,
+    emit_json,
+    max_memory_option,
+    memory_limit,
+    user_errors,
+)
 from robosafe.errors import RobosafeError
 from robosafe.report.tables import print_tables
 
@@ -231,12 +239,8 @@ def sequential(outcomes_a: Path = typer.Argument(..., help="Outcome CSV or run d
                metric: list[str] = typer.Option(["success"], "--metric",
                                                 help="success or safe; repeat for both "
                                                      "(each tested at alpha / m)."),
-               alpha: float = typer.Option(0.05, "--alpha",
-                                           help="Chance of any wrong decision, in (0, 0.5)."),
-               delta: float = typer.Option(None, "--delta",
-                                           help="Smallest gap worth having: decide "
-                                                "'not_better' once B is shown not better by "
-                                                "this much."),
+               alpha: float = alpha_option(),
+               delta: float = delta_option(),
                two_sided: bool = typer.Option(False, "--two-sided",
                                               help="Also decide 'worse' (each side at "
                                                    "alpha / 2)."),

@@ -161,6 +161,26 @@ def workers_option(help: str = AUTO_WORKERS_HELP) -> Any:
     return typer.Option(0, "--workers", "-j", min=0, max=MAX_WORKERS, help=help)
 
 
+def _applies(applies: str, text: str) -> str:
+    return f"{applies}: {text}" if applies else text[:1].upper() + text[1:]
+
+
+def alpha_option(default: float | None = 0.05, applies: str = "") -> Any:
+    """--alpha of the anytime-valid tests (``audit sequential``, ``run --until``): one name and
+    meaning, checked by robosafe.stats.sequential.check_alpha. ``applies``: the option it
+    goes with, said first in the help (``None`` default: 0.05 when that option is given)."""
+    return typer.Option(default, "--alpha", help=_applies(
+        applies, "chance of any wrong decision, in (0, 0.5)"
+        + (" (default 0.05)." if default is None else ".")))
+
+
+def delta_option(applies: str = "") -> Any:
+    """--delta of the anytime-valid comparison (``audit sequential``, ``run --until``)."""
+    return typer.Option(None, "--delta", help=_applies(
+        applies, "smallest gap worth having: decide 'not_better' once B is shown not better "
+                 "by this much."))
+
+
 def resolve_workers(workers: int) -> int:
     """0 (the default) -> one process per two CPU cores: each process also keeps a reader or
     renderer thread busy, so one per core oversubscribes (measured in docs/performance.md)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -20,7 +21,9 @@ from rich.table import Table
 from robosafe.budget import MAX_EPISODES, BudgetError
 from robosafe.cli.common import (
     EXIT_USER_ERROR,
+    alpha_option,
     app,
+    delta_option,
     emit_json,
     fail,
     resolve_workers,
@@ -29,6 +32,9 @@ from robosafe.cli.common import (
 )
 from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
+
+if TYPE_CHECKING:
+    from robosafe.runner.until import UntilPlan
 
 
 def _ints(text: str, what: str, most: int, of: str) -> tuple[int, ...]:
@@ -92,11 +98,12 @@ def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
 
 def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
                       quiet: bool, label: str | None = None, lines: bool = False,
-                      ray_address: str | None = None,
+                      ray_address: str | None = None, until=None,
                       again: str = "the same command with --resume") -> list[dict]:
     """Prepare the run directory, run its cells with a progress bar, return all rows.
     ``lines``: when stderr is not a terminal (no bar), one progress line per episode there.
-    Ctrl-C keeps the finished episodes and says how many, and what continues (``again``)."""
+    ``until`` (a runner.until.UntilPlan): stop once its test decides. Ctrl-C keeps the
+    finished episodes and says how many, and what continues (``again``)."""
     import time
 
     from robosafe.runner.run import execute, prepare
@@ -139,8 +146,19 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
                                   soft_wrap=True, markup=False, highlight=False)
 
         try:
-            execute(run, cells, workers=workers, backend=backend, on_result=tick,
-                    ray_address=ray_address)
+            if until is None:
+                execute(run, cells, workers=workers, backend=backend, on_result=tick,
+                        ray_address=ray_address)
+            else:
+                from robosafe.runner.until import run_alternately, run_until
+
+                if until.baseline_policy is None:
+                    run_until(run, cells, until, execute=execute, workers=workers,
+                              backend=backend, on_result=tick, ray_address=ray_address)
+                else:
+                    run_alternately(run, cells, until, prepare=prepare, execute=execute,
+                                    workers=workers, backend=backend, on_result=tick,
+                                    ray_address=ray_address)
         except KeyboardInterrupt:
             bar.stop()
             kept = len(run.outcomes())
@@ -407,10 +425,34 @@ def run(
     shield_candidates: str = typer.Option("scale,lift,hold,retreat,open", "--shield-candidates",
                                           help="filter: replacement actions to try (also "
                                                "side: the motion turned 45 / 90 degrees)."),
+    until: str = typer.Option(None, "--until",
+                              help="Stop early: 'decided' (with --against: once the "
+                                   "anytime-valid paired test decides better, worse or not "
+                                   "better by --delta) or 'width:W' (one policy: once the "
+                                   "metric's confidence sequence is narrower than W). -n is "
+                                   "the budget."),
+    against: Path = typer.Option(None, "--against",
+                                 help="--until decided: the baseline run directory; its "
+                                      "tasks, seeds and levels are run in its seed order and "
+                                      "paired with its outcome rows."),
+    against_policy: str = typer.Option(None, "--against-policy",
+                                       help="--until decided: make the baseline too, with "
+                                            "this policy, in --against (created or "
+                                            "continued): baseline and new policy run "
+                                            "alternately, cell by cell in seed order."),
+    until_metric: str = typer.Option(None, "--until-metric",
+                                     help="--until: success (default), safe or both (each "
+                                          "at alpha / 2)."),
+    alpha: float = alpha_option(None, "--until"),
+    delta: float = delta_option("--until decided"),
+    two_sided: bool = typer.Option(None, "--two-sided/--one-sided",
+                                   help="--until decided: also decide 'worse' (default; each "
+                                        "side at alpha / 2) or only 'better'."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
-    with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`)."""
+    with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`). With --until it
+    stops as soon as the answer is known."""
     from robosafe.policies.base import policy_kind
     from robosafe.runner.run import BACKENDS, RunConfig
 
@@ -455,15 +497,34 @@ def run(
                                             if c.strip()),
                     controller=controller_for(controller, host, out if resume else None),
                     arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
+    plan = until_plan(cfg, out if resume else None, until=until, against=against,
+                      metric=until_metric, alpha=alpha, delta=delta, two_sided=two_sided,
+                      against_policy=against_policy)
+    if plan is not None:
+        from dataclasses import replace
+
+        cfg = replace(cfg, until=plan.to_dict())
     quiet = as_json or not sys.stderr.isatty()
     rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet, lines=not as_json and not sys.stderr.isatty(),
-                             ray_address=ray_address)
+                             ray_address=ray_address, until=plan)
     s = summarize(rows)
+    record = None
+    if plan is not None:
+        from robosafe.runner.rundir import open_run
+        from robosafe.runner.until import read_record
+
+        record = read_record(open_run(out))
     if as_json:
-        emit_json({"run_dir": str(out), **s}, None, True)
+        emit_json({"run_dir": str(out), **s,
+                   **({"until": record.to_dict()} if record is not None else {})}, None, True)
     else:
         _print_summary({str(out): s})
+        if record is not None:
+            from robosafe.runner.until import describe
+
+            for line in describe(record):
+                typer.echo(line)
         typer.echo(f"run directory: {out} (robosafe score {out} | robosafe report {out} "
                    f"--out report.html)")
     if s["crashed"]:
@@ -472,6 +533,52 @@ def run(
                    f"(error_type / error in {out / 'outcomes.csv'}); finished episodes are "
                    "kept and --resume runs the crashed ones again", err=True)
         raise typer.Exit(EXIT_USER_ERROR)
+
+
+def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path | None,
+               metric: str | None, alpha: float | None, delta: float | None,
+               two_sided: bool | None, against_policy: str | None = None
+               ) -> UntilPlan | None:
+    """The --until plan (runner.until.UntilPlan), checked before any episode runs: the options
+    themselves, the budget against the smallest sample that can decide, and the baseline run
+    against the run asked for. Absent on --resume: the run's own plan, if it has one."""
+    from robosafe.runner.until import UntilPlan, parse_until
+
+    if until is None:
+        given = [name for name, v in (("--against", against), ("--until-metric", metric),
+                                      ("--against-policy", against_policy),
+                                      ("--alpha", alpha), ("--delta", delta),
+                                      ("--two-sided/--one-sided", two_sided)) if v is not None]
+        if given and resume_dir is None:
+            fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
+        if resume_dir is not None and (resume_dir / "run.json").is_file():
+            from robosafe.runner.rundir import open_run
+
+            stored = open_run(resume_dir).config.get("until")
+            if stored and not given:
+                plan = UntilPlan.from_dict(stored)
+                _check_baseline(plan, cfg)  # still there, still the same cells
+                return plan
+            if given:
+                fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
+        return None
+    mode, width = parse_until(until)
+    plan = UntilPlan(mode=mode, metric=metric or "success",
+                     alpha=0.05 if alpha is None else alpha, budget=len(cfg.cells()),
+                     against=None if against is None else str(against.resolve()), width=width,
+                     delta=delta, two_sided=True if two_sided is None else two_sided,
+                     baseline_policy=against_policy)
+    _check_baseline(plan, cfg)
+    return plan
+
+
+def _check_baseline(plan: UntilPlan, cfg) -> None:
+    from robosafe.runner.until import baseline_outcomes, check_alongside
+
+    if plan.baseline_policy is not None:
+        check_alongside(plan, cfg)
+    elif plan.mode == "decided":
+        baseline_outcomes(plan, cfg)
 
 
 def _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,

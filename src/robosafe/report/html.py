@@ -38,6 +38,7 @@ from robosafe.report.figures import _errors, pareto_frontier
 from robosafe.report.tables import num_ci, pct, pct_ci
 from robosafe.runner.rundir import RunDir
 from robosafe.runner.scoring import score_run
+from robosafe.runner.until import MetricResult, UntilRecord, read_record
 from robosafe.safety.registry import Registry, load_registry
 from robosafe.safety.score import EpisodeScore
 from robosafe.stats import aggregate as agg
@@ -283,6 +284,36 @@ def levels_png(curves: dict[str, dict[str, list[dict[str, Any]]]]) -> str:
                     labels.append(lab)
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=min(4, len(labels)), frameon=False)
+        fig.tight_layout()
+        return _png(fig)
+
+
+def evidence_png(panels: Sequence[tuple[str, UntilRecord, MetricResult]]) -> str:
+    """Each ``--until`` test's path against its boundary, one panel per (run, metric): the log
+    e-value of each test after every pair (decided when it reaches log(1/alpha'), the dashed
+    line), or the confidence interval's width after every episode (decided when it falls to
+    the width asked). The dotted line marks where the run's test decided."""
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(len(panels), 1, figsize=(FIG_WIDTH, 2.6 * len(panels)),
+                                 squeeze=False)
+        for ax, (label, record, m) in zip(axes[:, 0], panels, strict=True):
+            for i, c in enumerate(m.curves):
+                colour = colours[i % len(colours)]
+                y = np.array([np.nan if v is None else v for v in c.values], dtype=float)
+                ax.plot(np.arange(1, len(y) + 1), y, "-o", ms=3, lw=1.2, color=colour,
+                        label=c.name.replace("_", " "))
+                ax.axhline(c.boundary, ls="--", lw=1, color=colour)
+            if m.decision not in ("undecided",) and m.episodes:
+                ax.axvline(m.episodes, ls=":", color="grey", lw=1)
+            unit = "episodes" if record.plan.mode == "width" else "pairs"
+            scale = m.curves[0].scale if m.curves else "log_e"
+            ax.set(title=f"{label}: {m.metric}, {m.decision.replace('_', ' ')} after "
+                         f"{m.episodes} {unit}",
+                   xlabel=unit, ylabel="interval width" if scale == "width" else "log e-value")
+            ax.grid(alpha=0.3)
+            if m.curves:
+                ax.legend(loc="best", frameon=True, framealpha=0.9)
         fig.tight_layout()
         return _png(fig)
 
@@ -606,6 +637,37 @@ def _section_shield(results: Sequence[RunResult], n_boot: int, seed: int) -> str
               "(docs/guide/shield.md).</p>" + note_html + "</section>")
 
 
+def _section_until(results: Sequence[RunResult]) -> str:
+    """Runs made with ``robosafe run --until``: what the test decided, when, what it saved,
+    and the evidence against its boundary (runner.until)."""
+    rows, panels = [], []
+    for r in results:
+        record = read_record(r.run)
+        if record is None:
+            continue
+        p = record.plan
+        for m in record.metrics:
+            rows.append([r.label, m.metric, "paired" if p.mode == "decided" else "width",
+                         m.decision.replace("_", " "), Num(str(m.episodes), "", m.episodes),
+                         Num(str(record.episodes_run), "", record.episodes_run),
+                         Num(str(record.budget), "", record.budget),
+                         Num(str(record.saved), "", record.saved), f"{m.alpha:g}"])
+            panels.append((r.label, record, m))
+    if not rows:
+        return ""
+    return ("<section id=\"until\"><h2>Stopped when decided</h2>"
+            + _table(["run", "metric", "test", "decision", "after", "episodes run", "budget",
+                      "saved", "alpha"], rows, table_id="until-table")
+            + _figure(evidence_png(panels), "evidence against its boundary",
+                      "Each test's evidence after every pair (log e-value; it decides when it "
+                      "reaches the dashed line of the same colour, log(1/alpha'), with the "
+                      "budget's calibrated threshold) or the interval's width after every "
+                      "episode (decided at the dashed width). The dotted line is where the "
+                      "run stopped looking. A decision is wrong with probability at most "
+                      "alpha however the run was stopped (docs/guide/audit.md).")
+            + "</section>")
+
+
 def _or_dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
@@ -767,7 +829,7 @@ def render_html(results: Sequence[RunResult], *, title: str, n_boot: int, seed: 
         _section_header(results, title, generated), "<main>",
         _section_main(results, n_boot, seed), _section_scatter(results),
         _section_specs(results, rates, registry), _section_sbu(results, comp, registry),
-        _section_shield(results, n_boot, seed),
+        _section_shield(results, n_boot, seed), _section_until(results),
         _section_tasks(results, n_boot, seed), _section_levels(results),
         _section_diagnostics(diagnostics), _section_crashed(results), "</main>"])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -213,9 +213,10 @@ def _remote_job(job: CellJob) -> CellResult:
 
 def run_on_ray(jobs: list[CellJob], workers: int,
                store: Callable[[CellResult, Callable[[Any], bytes]], None], *,
-               address: str | None = None) -> Counter:
-    """Run ``jobs`` as Ray tasks, at most ``workers`` in flight; ``store`` each whole result
-    on the driver. Returns the episodes run per node id."""
+               address: str | None = None, stop: Callable[[], bool] | None = None) -> Counter:
+    """Run ``jobs`` as Ray tasks in list order, at most ``workers`` in flight; ``store`` each
+    whole result on the driver. ``stop``: asked before each task starts; True starts no more
+    (those in flight finish). Returns the episodes run per node id."""
     ray = _ray()
     started = connect(ray, address, workers)
     per_node: Counter = Counter()
@@ -225,8 +226,8 @@ def run_on_ray(jobs: list[CellJob], workers: int,
         task = ray.remote(num_cpus=1, max_retries=ATTEMPTS)(_remote_job)
         queue = list(jobs)
         attempts: Counter = Counter()
-        while queue or inflight:
-            while queue and len(inflight) < workers:
+        while inflight or (queue and not (stop and stop())):
+            while queue and len(inflight) < workers and not (stop and stop()):
                 job = queue.pop(0)
                 inflight[task.remote(job)] = job
             (ref,), _ = ray.wait(list(inflight), num_returns=1)

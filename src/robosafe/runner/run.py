@@ -100,6 +100,9 @@ class RunConfig:
     # cost mode vla-arena: task_id -> VLA-Arena's (suite, level), read from the folders of the
     # file given (the run keeps a copy under tasks/, whose path names neither)
     arena_tasks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    # ``robosafe run --until``: when the run stops early (robosafe.runner.until.UntilPlan as
+    # a dict; empty: the run runs every cell)
+    until: dict[str, Any] = field(default_factory=dict)
     checkpoint_ref: str = ""
     policy_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -573,8 +576,8 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
             # formatting reason (a tuple against a list, a NaN an older run.json holds)
             if _identity_text(stored) != _identity_text(cfg):
                 raise RobosafeError(f"{out}: --resume with a different configuration than the "
-                                    "run was started with (policy, tasks, episodes, seeds or "
-                                    "levels)")
+                                    "run was started with (policy, tasks, episodes, seeds, "
+                                    "levels or --until)")
         else:
             config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
                       "robosafe_version": _version(),
@@ -642,12 +645,15 @@ def _identity_text(cfg: RunConfig) -> str:
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",
             on_result: Callable[[dict[str, Any]], None] | None = None,
-            ray_address: str | None = None) -> list[dict[str, Any]]:
+            ray_address: str | None = None, in_order: bool = False,
+            stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Run ``cells`` of ``run``; rows in completion order. outcomes.csv is rebuilt at the end.
 
     Workers return each cell's files and only this process writes them (every backend the
     same way). ``ray_address`` (or ``$RAY_ADDRESS``) names an existing Ray cluster; without
-    one the ray backend starts a private one of ``workers`` CPUs.
+    one the ray backend starts a private one of ``workers`` CPUs. ``in_order``: cells start
+    in list order (not grouped by scene); ``stop``: asked before each cell starts, True
+    starts no more (the cells in flight finish and are stored).
     """
     if backend not in BACKENDS:
         raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
@@ -671,9 +677,9 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
         if backend == "ray":
             from robosafe.runner.cluster import run_on_ray
 
-            run_on_ray(jobs, max(1, workers), store, address=ray_address)
+            run_on_ray(jobs, max(1, workers), store, address=ray_address, stop=stop)
         else:
-            _run_local(jobs, max(1, workers), store)
+            _run_local(jobs, max(1, workers), store, in_order, stop or _never)
     finally:
         close_policies()
         try:
@@ -685,19 +691,26 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     return rows
 
 
-def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], None]) -> None:
+def _never() -> bool:
+    return False
+
+
+def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], None],
+               in_order: bool = False, stop: Callable[[], bool] = _never) -> None:
     if workers == 1:
         for job in jobs:
+            if stop():
+                break
             store(run_job(job))
         return
-    queue = _SceneQueue(jobs)
+    queue = _InOrder(jobs) if in_order else _SceneQueue(jobs)
     running: dict[Any, CellJob] = {}
     # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                              initializer=_worker_start) as pool:
         # one cell per worker in flight: the worker that just finished is the one that takes
         # the next cell, which is of the scene it has built where one is left
-        while queue and len(running) < workers:
+        while queue and len(running) < workers and not stop():
             job = queue.take(None, running.values())
             running[pool.submit(run_job, job)] = job
         try:
@@ -705,7 +718,7 @@ def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], 
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for f in done:
                     finished = running.pop(f)
-                    if queue:
+                    if queue and not stop():
                         job = queue.take(finished, running.values())
                         running[pool.submit(run_job, job)] = job
                     store(f.result())
@@ -766,6 +779,19 @@ def _scene(job: CellJob) -> tuple:
     """The cached environment a cell runs in (the key of ``_env``, shadow aside)."""
     c = job.cell
     return (c.task_id, c.language_level, c.visual_level)
+
+
+class _InOrder:
+    """The cells still to run, in list order (``execute(in_order=True)``)."""
+
+    def __init__(self, jobs: list[CellJob]):
+        self.jobs = deque(jobs)
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    def take(self, after: CellJob | None, running) -> CellJob:
+        return self.jobs.popleft()
 
 
 class _SceneQueue:

@@ -1,6 +1,6 @@
 """The results store: scored runs in one embedded DuckDB file.
 
-Tables (``SCHEMA_VERSION`` 2)::
+Tables (``SCHEMA_VERSION`` 3)::
 
     robosafe_schema (version)
     runs          (run_id PK, run_dir, policy, policy_name, suite, created, n_episodes,
@@ -10,6 +10,9 @@ Tables (``SCHEMA_VERSION`` 2)::
                    sbu, vsi, cumulative_cost, language_level, visual_level, instruction,
                    interventions, shield_warnings)
     spec_results  (run_id, episode_id, spec_id, robustness, violated, in_safe)
+    until_results (run_id, metric, mode, decision, status, episodes, available, alpha,
+                   budget, episodes_run, saved)
+    until_evidence (run_id, metric, curve, scale, step, value, boundary)
 
 ``episodes`` holds one DESIGN.md episode-outcome row per cell of the run directory
 (``episode_id`` is the cell name, unique within a run). Its safety columns (safe, sbu, vsi) and
@@ -18,6 +21,12 @@ time (SafeVLA-Bench Sec. 3.3: Phi_safe, Succ-But-Unsafe, VSI), so every stored r
 the same registry; ``interventions`` and ``shield_warnings`` are the safety shield's counts of a
 ``--shield`` run (NULL without a shield). ``spec_results`` has one row per active spec of every tier (``in_safe``
 marks the specs that make up Phi_safe, the rest are alternates and diagnostics).
+
+``until_results`` and ``until_evidence`` hold what a ``robosafe run --until`` run decided
+(runner.until.UntilRecord, run.json ``until_result``): per metric the decision, when, and the
+budget; per metric and test the path of its evidence (``step`` 1, 2, ...: log e-value, or the
+interval's width) and the boundary whose crossing decides. Runs without ``--until`` have no
+rows there.
 
 ``Store.compare`` is the paper-002 comparison of two policies: the paired task-stratified Wald
 test (Sec. 4, App. C.1) when the runs share instances (joined on suite, task_id, instance_id),
@@ -49,11 +58,36 @@ from robosafe.stats.shield import ShieldEpisode, ShieldSide, shield_side
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-# Version 1 lacked the shield columns; a writable open adds them (NULL for the runs stored
-# then), a read-only open reads them as NULL.
+SCHEMA_VERSION = 3
+_UNTIL_TABLES = (
+    """CREATE TABLE until_results (
+        run_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, mode VARCHAR, decision VARCHAR,
+        status VARCHAR, episodes BIGINT, available BIGINT, alpha DOUBLE, budget BIGINT,
+        episodes_run BIGINT, saved BIGINT, PRIMARY KEY (run_id, metric))""",
+    """CREATE TABLE until_evidence (
+        run_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, curve VARCHAR NOT NULL,
+        scale VARCHAR, step BIGINT NOT NULL, value DOUBLE, boundary DOUBLE,
+        PRIMARY KEY (run_id, metric, curve, step))""",
+)
+# version -> the statements that bring it to the next one. Version 1 lacked the shield
+# columns, version 2 the --until tables; a writable open adds them (NULL / no rows for the
+# runs stored then), a read-only open sees them through temporary views.
 _MIGRATIONS = {1: ("ALTER TABLE episodes ADD COLUMN interventions BIGINT",
-                   "ALTER TABLE episodes ADD COLUMN shield_warnings BIGINT")}
+                   "ALTER TABLE episodes ADD COLUMN shield_warnings BIGINT"),
+               2: _UNTIL_TABLES}
+# read-only: what an older store lacks, as empty (or NULL) temporary views
+_READ_ONLY_VIEWS = {
+    1: (("CREATE TEMP VIEW episodes AS SELECT *, NULL::BIGINT AS interventions, NULL::BIGINT "
+        "AS shield_warnings FROM {db}.main.episodes"),),
+    2: (("CREATE TEMP VIEW until_results AS SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS "
+        "metric, NULL::VARCHAR AS mode, NULL::VARCHAR AS decision, NULL::VARCHAR AS status, "
+        "NULL::BIGINT AS episodes, NULL::BIGINT AS available, NULL::DOUBLE AS alpha, "
+        "NULL::BIGINT AS budget, NULL::BIGINT AS episodes_run, NULL::BIGINT AS saved "
+        "WHERE false"),
+        ("CREATE TEMP VIEW until_evidence AS SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS "
+        "metric, NULL::VARCHAR AS curve, NULL::VARCHAR AS scale, NULL::BIGINT AS step, "
+        "NULL::DOUBLE AS value, NULL::DOUBLE AS boundary WHERE false")),
+}
 DEFAULT_DB = "robosafe.duckdb"
 DB_ENV = "ROBOSAFE_DB"
 
@@ -75,6 +109,7 @@ _SCHEMA = (
         run_id VARCHAR NOT NULL, episode_id VARCHAR NOT NULL, spec_id VARCHAR NOT NULL,
         robustness DOUBLE, violated BOOLEAN, in_safe BOOLEAN,
         PRIMARY KEY (run_id, episode_id, spec_id))""",
+    *_UNTIL_TABLES,
 )
 
 _EPISODE_SCHEMA = pa.schema([
@@ -181,6 +216,40 @@ def _episode_rows(run: RunDir, run_id: str, warn: Callable[[str], None]
     return episodes, specs
 
 
+_UNTIL_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("metric", pa.string()), ("mode", pa.string()),
+    ("decision", pa.string()), ("status", pa.string()), ("episodes", pa.int64()),
+    ("available", pa.int64()), ("alpha", pa.float64()), ("budget", pa.int64()),
+    ("episodes_run", pa.int64()), ("saved", pa.int64()),
+])
+_EVIDENCE_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("metric", pa.string()), ("curve", pa.string()),
+    ("scale", pa.string()), ("step", pa.int64()), ("value", pa.float64()),
+    ("boundary", pa.float64()),
+])
+
+
+def _until_rows(run: RunDir, run_id: str) -> tuple[list[dict], list[dict]]:
+    """``until_results`` and ``until_evidence`` rows of a run's stopping record (none for a
+    run made without ``--until``)."""
+    from robosafe.runner.until import read_record
+
+    record = read_record(run)
+    if record is None:
+        return [], []
+    results, evidence = [], []
+    for m in record.metrics:
+        results.append({"run_id": run_id, "metric": m.metric, "mode": record.plan.mode,
+                        "decision": m.decision, "status": record.status,
+                        "episodes": m.episodes, "available": m.available, "alpha": m.alpha,
+                        "budget": record.budget, "episodes_run": record.episodes_run,
+                        "saved": record.saved})
+        evidence.extend({"run_id": run_id, "metric": m.metric, "curve": c.name,
+                         "scale": c.scale, "step": i + 1, "value": v, "boundary": c.boundary}
+                        for c in m.curves for i, v in enumerate(c.values))
+    return results, evidence
+
+
 # --- result objects
 
 @dataclass(frozen=True)
@@ -262,18 +331,20 @@ class Store:
         version = row[0] if row else None
         if version in _MIGRATIONS and not read_only:
             self.con.begin()
-            for stmt in _MIGRATIONS[version]:
-                self.con.execute(stmt)
+            while version in _MIGRATIONS:
+                for stmt in _MIGRATIONS[version]:
+                    self.con.execute(stmt)
+                version += 1
             self.con.execute("UPDATE robosafe_schema SET version = ?", [SCHEMA_VERSION])
             self.con.commit()
-            version = SCHEMA_VERSION
         elif version in _MIGRATIONS:
-            # read-only: the old table seen through a temporary view with the new columns
+            # read-only: the old tables seen through temporary views with the new columns
             db = self.con.execute("SELECT current_database()").fetchone()[0]
-            self.con.execute("CREATE TEMP VIEW episodes AS SELECT *, NULL::BIGINT AS "
-                             "interventions, NULL::BIGINT AS shield_warnings FROM "
-                             f'"{db.replace(chr(34), 2 * chr(34))}".main.episodes')
-            version = SCHEMA_VERSION
+            quoted = f'"{db.replace(chr(34), 2 * chr(34))}"'
+            while version in _MIGRATIONS:
+                for stmt in _READ_ONLY_VIEWS[version]:
+                    self.con.execute(stmt.format(db=quoted))
+                version += 1
         if version != SCHEMA_VERSION:
             raise RobosafeError(f"{self.path}: results store schema version {version}, this "
                                 f"robosafe reads version {SCHEMA_VERSION}; ingest the run "
@@ -338,13 +409,21 @@ class Store:
             ("ingested_at", pa.timestamp("us"))]))
         ep_tbl = pa.Table.from_pylist(episodes, schema=_EPISODE_SCHEMA)
         spec_tbl = pa.Table.from_pylist(specs, schema=_SPEC_SCHEMA)
+        results, evidence = _until_rows(run, rid)
         self.con.begin()
         try:
-            for table in ("spec_results", "episodes", "runs"):
+            for table in ("until_evidence", "until_results", "spec_results", "episodes",
+                          "runs"):
                 self.con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rid])
             self._insert("runs", run_tbl)
             self._insert("episodes", ep_tbl)
             self._insert("spec_results", spec_tbl)
+            if results:
+                self._insert("until_results", pa.Table.from_pylist(results,
+                                                                    schema=_UNTIL_SCHEMA))
+            if evidence:
+                self._insert("until_evidence", pa.Table.from_pylist(evidence,
+                                                                     schema=_EVIDENCE_SCHEMA))
             self.con.commit()
         except BaseException as exc:
             self.con.rollback()
@@ -442,6 +521,18 @@ class Store:
         """SR, Safety, SBU, VSI and interventions per episode of one run, with intervals."""
         return shield_side(run_id, self.shield_mode(run_id), self.shield_episodes(run_id),
                            n_boot=n_boot, seed=seed)
+
+    def until_results(self, run_id: str) -> list[dict[str, Any]]:
+        """What a ``--until`` run decided, one row per metric (none for other runs)."""
+        self._check_run(run_id)
+        return self._dicts("SELECT * FROM until_results WHERE run_id = ? ORDER BY metric",
+                           [run_id])
+
+    def until_evidence(self, run_id: str) -> list[dict[str, Any]]:
+        """The evidence paths of a ``--until`` run: per metric and test, one row per step."""
+        self._check_run(run_id)
+        return self._dicts("SELECT * FROM until_evidence WHERE run_id = ? "
+                           "ORDER BY metric, curve, step", [run_id])
 
     def spec_results(self, run_id: str) -> list[dict[str, Any]]:
         self._check_run(run_id)

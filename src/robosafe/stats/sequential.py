@@ -328,6 +328,34 @@ def smallest_decidable(alpha: float, two_sided: bool = False,
     return k
 
 
+def smallest_width_sample(alpha: float, width: float, budget: int | None = None) -> int:
+    """The fewest episodes after which the beta-binomial confidence sequence
+    (:func:`beta_binomial_cs`) can be ``width`` wide: its narrowest interval after n episodes
+    is the one of outcomes all alike, [0, u_n] (or [1 - u_n, 1]), and u_n falls with n, so
+    this is the smallest n with u_n <= width, found by bisection up to ``budget`` (or
+    doubling without one). A narrower running intersection needs intervals that disagree,
+    which the sequence's guarantee makes rare (at most alpha). Above ``budget``: budget + 1."""
+    alpha = check_alpha(alpha)
+    if not 0.0 < float(width) < 1.0:
+        raise RobosafeError(f"width must be in (0, 1), got {width!r}")
+
+    def narrow(n: int) -> bool:
+        _, hi = beta_binomial_cs(np.array([0.0]), np.array([float(n)]), alpha)
+        return bool(hi[0] <= width)
+
+    hi = 1
+    cap = int(budget) if budget is not None else None
+    while not narrow(hi):
+        if cap is not None and hi >= cap:
+            return cap + 1
+        hi = hi * 2 if cap is None else min(hi * 2, cap)
+    lo = hi // 2  # narrow(lo) is False (or lo == 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if narrow(mid) else (mid, hi)
+    return hi
+
+
 @lru_cache(maxsize=256)
 def calibrated_log_threshold(budget: int, alpha: float,
                              concentration: float = DEFAULT_CONCENTRATION) -> float:
