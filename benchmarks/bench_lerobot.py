@@ -23,8 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
 

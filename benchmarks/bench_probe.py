@@ -23,8 +23,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.audit.shortcut import load_demos, shortcut_audit
 from robosafe.policies.probe import probe_config
+from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
 BUDGET_S = 20 * 60

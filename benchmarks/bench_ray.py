@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,9 +22,14 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+# the loopback cluster is a test helper (tests/ray_loopback.py), not part of the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from ray_loopback import LoopbackCluster
+
 from robosafe.runner import run as run_mod
-from robosafe.runner.cluster import LoopbackCluster
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.config import RunConfig
+from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
 

@@ -24,7 +24,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from robosafe.hosts import recorder as rec_mod
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.config import RunConfig
+from robosafe.runner.run import execute, prepare
 from robosafe.sim import env as env_mod
 from robosafe.tasks.suites import suite_tasks
 

@@ -58,8 +58,9 @@ def train_probe_checkpoint(work: Path, tasks: dict[str, str], demos: int, steps:
     task with cameras, ``steps`` training steps of probe.yaml's network, one checkpoint."""
     from robosafe.audit.shortcut import load_demos, train_probe
     from robosafe.policies.probe import probe_config
+    from robosafe.runner.config import RunConfig
     from robosafe.runner.export import export_run
-    from robosafe.runner.run import RunConfig, execute, prepare
+    from robosafe.runner.run import execute, prepare
 
     cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=demos,
                     seeds=tuple(range(1000, 1000 + demos)), suite="demo", images=True,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from robosafe.runner.run import SCRATCH_PREFIX, sweep_scratch
+from robosafe.runner.worker import SCRATCH_PREFIX, sweep_scratch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 TASKS = [EXAMPLES / "pick_place_moving_car.bddl", EXAMPLES / "dynamic_obstacle_cost.bddl"]

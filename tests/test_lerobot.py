@@ -23,8 +23,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import Dataset, DatasetWriter
 from robosafe.formats.traces import TRACE_COLUMN, Layout, read_traces
+from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
 av = pytest.importorskip("av")

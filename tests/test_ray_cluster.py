@@ -72,7 +72,7 @@ def reference(policy_url, tmp_path_factory):
 def cluster():
     """One cluster for the module (starting one takes some 5 s of the serial part): the tests
     using it run in file order, the one that kills a node last."""
-    from robosafe.runner.cluster import LoopbackCluster
+    from ray_loopback import LoopbackCluster
 
     with LoopbackCluster(nodes=2) as c:
         yield c

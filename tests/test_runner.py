@@ -17,7 +17,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from conftest import run_robosafe as cli
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.run import RunConfig, execute, prepare
+from robosafe.runner.config import RunConfig
+from robosafe.runner.run import execute, prepare
 from robosafe.runner.rundir import COLUMNS, open_run
 from robosafe.stats.outcomes import outcome_table, pair_outcomes
 from robosafe.tasks.suites import suite_tasks
@@ -236,8 +237,9 @@ def test_recording_videos_without_pyav_fails_before_any_episode(tmp_path, monkey
 def test_workers_keep_to_the_scene_they_built():
     """Local workers: a finished worker gets the next cell of its own scene; a new or done one
     the free scene with the most cells left; a scene is shared only when none is free."""
-    from robosafe.runner.run import CellJob, _SceneQueue
+    from robosafe.runner.local import _SceneQueue
     from robosafe.runner.rundir import Cell
+    from robosafe.runner.worker import CellJob
 
     def job(task, ep, visual=0):
         return CellJob("run", {}, "p", "", Cell(task, ep, ep, 0, visual))

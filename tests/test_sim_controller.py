@@ -14,7 +14,7 @@ from conftest import run_robosafe
 from robosafe.errors import RobosafeError
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
-from robosafe.runner.run import CONTROLLERS, RunConfig
+from robosafe.runner.config import CONTROLLERS, RunConfig
 from robosafe.sim import controller as ctl
 
 pytestmark = pytest.mark.sim  # steps MuJoCo

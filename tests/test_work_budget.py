@@ -200,8 +200,8 @@ def test_a_bad_ray_address_from_the_environment_is_refused_before_the_run_folder
 def test_a_worker_error_names_the_runs_copy_of_the_task(tmp_path):
     """The worker parses its own temporary copy; what it reports names the run's copy (the
     same text, a file the user can open)."""
-    from robosafe.runner.run import CellJob, _run_copy_names, _task_file
     from robosafe.runner.rundir import Cell
+    from robosafe.runner.worker import CellJob, _run_copy_names, _task_file
 
     temp = _task_file("x", "(define (problem x))")
     job = CellJob(str(tmp_path / "run"), {}, "zero", "(define (problem x))",

@@ -111,8 +111,8 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
     ``out/data_source.json``)."""
     from robosafe.audit.shortcut import task_demos
     from robosafe.audit.significance import paired_outcome_test
+    from robosafe.runner.config import RunConfig
     from robosafe.runner.export import export_run
-    from robosafe.runner.run import RunConfig
     from robosafe.runner.rundir import atomic_write
 
     n_demo = len(seeds) * per_seed

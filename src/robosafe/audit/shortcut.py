@@ -366,7 +366,7 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
     """Train the probe on ``demos``, evaluate every checkpoint on ``tasks`` with ``seeds``
     (through ``run``, the runner), and the demonstrator on the same cells; the result document
     (also written to ``out/shortcut.json``)."""
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
     from robosafe.runner.rundir import atomic_write
 
     unknown = sorted(set(tasks) - set(demos.tasks))

@@ -129,7 +129,7 @@ def collect(
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
     from robosafe.runner.rundir import open_run
 
     check_output(out, overwrite)  # before any episode runs

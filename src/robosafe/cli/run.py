@@ -246,7 +246,7 @@ CONTROLLER = typer.Option(None, "--controller",
 
 def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
     """--controller checked before any episode runs; absent on --resume: the run's own."""
-    from robosafe.runner.run import CONTROLLERS, RunConfig
+    from robosafe.runner.config import CONTROLLERS, RunConfig
 
     if name is None:
         if resume_dir is not None and (resume_dir / "run.json").is_file():
@@ -454,7 +454,8 @@ def run(
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`). With --until it
     stops as soon as the answer is known."""
     from robosafe.policies.base import policy_kind
-    from robosafe.runner.run import BACKENDS, RunConfig
+    from robosafe.runner.config import RunConfig
+    from robosafe.runner.run import BACKENDS
 
     # every option is checked before the run directory is made: a refused run leaves nothing
     # that a corrected retry would call "a run already exists"
@@ -636,7 +637,7 @@ def demo(
     """Run the built-in demo suite with a careful and a careless scripted policy, score and
     store both, and write an HTML report: success does not imply safety."""
     from robosafe.report.html import write_report
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
     from robosafe.runner.store import Store
     from robosafe.tasks.suites import suite_tasks
 

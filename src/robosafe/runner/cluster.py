@@ -1,7 +1,7 @@
 """The ray backend: a run's cells as Ray tasks, on an existing cluster or a private one.
 
 A cell runs wherever Ray schedules it and returns its outcome row and files (trace, actions,
-frame videos in :data:`~robosafe.runner.run.CHUNK_BYTES` pieces through the object store);
+frame videos in :data:`~robosafe.runner.worker.CHUNK_BYTES` pieces through the object store);
 only the driver writes the run directory, so nothing assumes a shared filesystem and
 ``--resume`` works as with the local backend. Concurrency is capped at ``workers`` cells in
 flight whatever the cluster's size.
@@ -24,12 +24,13 @@ import secrets
 import socket
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any
 
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
 from robosafe.redact import redact_url
-from robosafe.runner.run import CellJob, CellResult, _version, release_scratch, run_job
+from robosafe.runner.config import robosafe_version
+from robosafe.runner.worker import CellJob, CellResult, release_scratch, run_job
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ def connect(ray, address: str | None, workers: int) -> str | bool:
 
 
 def _node_version() -> dict[str, str]:
-    return {"robosafe": _version(), "node": _node_id()}
+    return {"robosafe": robosafe_version(), "node": _node_id()}
 
 
 def _node_id() -> str:
@@ -175,7 +176,7 @@ def check_nodes(ray) -> list[str]:
     first node that does not. Returns the node ids."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    want = _version()
+    want = robosafe_version()
     nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU")]
     probe = ray.remote(num_cpus=0, max_retries=0)(_node_version)
     refs = {n["NodeID"]: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
@@ -266,80 +267,3 @@ def run_on_ray(jobs: list[CellJob], workers: int,
         log.log(NOTE, "episodes per Ray node: %s",
                     ", ".join(f"{n[:12]} {k}" for n, k in sorted(per_node.items())))
     return per_node
-
-
-class LoopbackCluster:
-    """A Ray cluster of ``nodes`` nodes on this machine, started with ``ray start`` as on a real
-    cluster (a head, then nodes joining it; each its own temp dir and raylet, so Ray sees
-    distinct nodes). For trying the cluster path, the tests and the benchmark::
-
-        with LoopbackCluster(nodes=2) as c:
-            run(..., ray_address=c.address)
-
-    ``kill(i)`` SIGKILLs every process of node ``i`` (its raylet and workers), as a machine that
-    loses power. Token authentication is off: the cluster listens on 127.0.0.1 only.
-    """
-
-    def __init__(self, nodes: int = 2, cpus_per_node: int = 1):
-        import tempfile
-
-        self.nodes, self.cpus = nodes, cpus_per_node
-        self.root = tempfile.mkdtemp(prefix="rsray")  # short: Ray's socket paths are limited
-        self.dirs = [f"{self.root}/n{i}" for i in range(nodes)]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-        for k in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-            self.env.pop(k, None)
-
-    def _ray(self, *args: str) -> None:
-        import subprocess
-        import sys
-        from pathlib import Path
-
-        subprocess.run([str(Path(sys.executable).parent / "ray"), "start", *args,
-                        "--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus),
-                        "--disable-usage-stats"], env=self.env, check=True,
-                       capture_output=True, timeout=180)
-
-    def __enter__(self) -> Self:
-        try:
-            self._ray("--head", "--port", str(self.port), "--temp-dir", self.dirs[0],
-                      "--include-dashboard=false")
-            for d in self.dirs[1:]:
-                self._ray("--address", self.address, "--temp-dir", d)
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def kill(self, node: int) -> int:
-        """SIGKILL node ``node``'s processes; how many there were."""
-        import signal
-        from pathlib import Path
-
-        killed = 0
-        mark = self.dirs[node].encode()
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                if mark not in (proc / "cmdline").read_bytes():
-                    continue
-                os.kill(int(proc.name), signal.SIGKILL)
-                killed += 1
-            except (OSError, ProcessLookupError):
-                continue
-        return killed
-
-    def close(self) -> None:
-        import shutil
-
-        for i in reversed(range(self.nodes)):
-            self.kill(i)
-        shutil.rmtree(self.root, ignore_errors=True)

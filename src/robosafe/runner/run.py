@@ -7,38 +7,29 @@ the episode, writes its trace, scores it and writes its outcome row, each file a
 a killed run loses at most the episodes in flight and ``resume`` runs exactly the cells that
 have no outcome. A crashing episode gets a row with its ``error_type`` and the run goes on.
 
-Backends: ``local`` (a process pool; MuJoCo and the renderer live in each worker process,
-started with "spawn" because GL contexts do not survive a fork; a worker keeps to the cells of
-one scene while there are any, so each scene is built by as few workers as possible) and
-``ray`` (the same function as Ray tasks, for clusters; ``pip install robosafe[ray]``).
+The driver (this module) checks the request, prepares the run directory and hands the cells to
+a backend from :data:`RUNNERS`: ``local`` (:mod:`robosafe.runner.local`, a process pool) or
+``ray`` (:mod:`robosafe.runner.cluster`, the same worker function as Ray tasks, for clusters;
+``pip install robosafe[ray]``). The config is :mod:`robosafe.runner.config`, the episode
+:mod:`robosafe.runner.worker`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import logging
 import os
 import shutil
 import time
-import traceback
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field, replace
-from importlib.metadata import PackageNotFoundError, version
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from robosafe.budget import MAX_EPISODES, check_count, check_horizon, check_image_size
 from robosafe.errors import RobosafeError
-from robosafe.log import install_stderr_lines
 from robosafe.outputs import DirLock, make_dir
-from robosafe.redact import redact_logs, redact_url
+from robosafe.redact import redact_url
+from robosafe.runner.cluster import run_on_ray
+from robosafe.runner.config import RunConfig, robosafe_version
+from robosafe.runner.local import run_local
 from robosafe.runner.rundir import (
     Cell,
     RunDir,
@@ -48,438 +39,25 @@ from robosafe.runner.rundir import (
     open_run,
     task_texts,
 )
+from robosafe.runner.worker import (
+    CellJob,
+    CellResult,
+    cell_env,
+    cell_policy,
+    close_policies,
+    drop_env,
+)
 
 log = logging.getLogger("robosafe.runner")
 
-BACKENDS = ("local", "ray")
+#: the backends, by the name ``--backend`` takes: each runs CellJobs with the worker's
+#: ``run_job`` and hands every CellResult to ``store`` in this process
+RUNNERS = {"local": run_local, "ray": run_on_ray}
+BACKENDS = tuple(RUNNERS)
 
 
-#: the robosafe host's arm controllers (robosafe.sim.controller.CONTROLLERS, named here so the
-#: CLI checks --controller without importing the simulator)
-CONTROLLERS = ("compiled", "robosuite")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What a run evaluates; stored as run.json (with the task files copied beside it)."""
-
-    policy: str
-    tasks: dict[str, str]  # task_id -> task file
-    host: str = "robosafe"  # a run host of robosafe.hosts.registry (robosafe, libero)
-    episodes: int = 1
-    seeds: tuple[int, ...] = ()  # one per episode index; default 0..episodes-1
-    language_levels: tuple[int, ...] = (0,)
-    visual_levels: tuple[int, ...] = (0,)
-    horizon: int | None = None
-    suite: str | None = None
-    images: bool = False
-    image_size: int | None = None
-    obs_adapter: str | None = None  # remote policies: adapters.yaml entry (default: the host's)
-    record_frames: bool = False  # robot state + camera mp4s per episode (LeRobot export)
-    # (xy metres, yaw degrees): objects placed off each seed's spots, a stream per episode index
-    # (demonstrations "around" evaluation seeds: robosafe.audit.datasource)
-    placement_jitter: tuple[float, ...] = ()
-    # robosafe host: "stand-in" (procedural), "libero" or "vla-arena" (what their files cover); the
-    # libero host always uses LIBERO's own assets, and run.json says so (__post_init__)
-    assets: str = "stand-in"
-    # robosafe host: "vla-arena" books costs, episode length and success as VLA-Arena's code
-    # does (robosafe.tasks.cost), so cumulative_cost is the number VLA-Arena would report
-    cost_mode: str = "robosafe"
-    # simulator-in-the-loop shield (robosafe.runner.shield): off, monitor or filter
-    shield: str = "off"
-    shield_horizon: int = 5
-    shield_margin: float = 0.0
-    shield_candidates: tuple[str, ...] = ("scale", "lift", "hold", "retreat", "open")
-    # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
-    # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
-    controller: str = "compiled"  # one of CONTROLLERS
-    # cost mode vla-arena: whose episode rules (HazardAvoidance scale, safety threshold) give
-    # the reported cost, one of the wheel's evaluators (robosafe.tasks.cost.EVALUATORS);
-    # None in robosafe's own mode
-    arena_evaluator: str | None = None
-    # cost mode vla-arena: task_id -> VLA-Arena's (suite, level), read from the folders of the
-    # file given (the run keeps a copy under tasks/, whose path names neither)
-    arena_tasks: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
-    # ``robosafe run --until``: when the run stops early (robosafe.runner.until.UntilPlan as
-    # a dict; empty: the run runs every cell)
-    until: dict[str, Any] = field(default_factory=dict)
-    checkpoint_ref: str = ""
-    policy_name: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from robosafe.hosts.registry import host_spec
-
-        self._check_sizes()
-        # settings a host decides itself (LIBERO: its own assets and robosuite's controller,
-        # whatever --assets / --controller say): run.json records what the episodes used
-        for key, value in host_spec(self.host).fixed.items():
-            object.__setattr__(self, key, value)
-        if self.cost_mode == "vla-arena":
-            from robosafe.tasks.cost import arena_suite, evaluator_name
-
-            # an older run.json without the field ran openvla's rules: resume still matches
-            object.__setattr__(self, "arena_evaluator", evaluator_name(self.arena_evaluator))
-            if not self.arena_tasks:
-                object.__setattr__(self, "arena_tasks",
-                                   {k: arena_suite(v) for k, v in self.tasks.items()})
-        elif self.arena_evaluator is not None:
-            raise RobosafeError("an arena evaluator applies to cost mode vla-arena only")
-
-    def _check_sizes(self) -> None:
-        """Every size of the run priced before anything is built (robosafe.budget): a run of
-        a billion episodes or steps is refused here, not found out by running out of memory."""
-        if self.episodes < 1:
-            raise RobosafeError(f"episodes must be at least 1, got {self.episodes}")
-        check_count("episodes of the run (tasks x levels x -n)",
-                    len(self.tasks) * len(self.language_levels) * len(self.visual_levels)
-                    * self.episodes, MAX_EPISODES,
-                    "each is an outcome row and a trace file, and the run lists them all")
-        if self.horizon is not None:
-            check_horizon(self.horizon)
-        if self.image_size is not None:
-            check_image_size(self.image_size, "--image-size")
-
-    def seed_list(self) -> list[int]:
-        seeds = list(self.seeds) or list(range(self.episodes))
-        if len(seeds) != self.episodes:
-            raise RobosafeError(f"--seeds gives {len(seeds)} seeds for {self.episodes} "
-                                "episodes; give one per episode")
-        return seeds
-
-    def cells(self) -> list[Cell]:
-        seeds = self.seed_list()
-        return [Cell(t, k, seeds[k], w, v) for t in sorted(self.tasks)
-                for w in self.language_levels for v in self.visual_levels
-                for k in range(self.episodes)]
-
-    def identity(self) -> dict[str, Any]:
-        """What must match for --resume: everything that decides the cells and episodes."""
-        d = self.to_json()
-        d["tasks"] = sorted(self.tasks)
-        for k in ("extra", "policy_name"):
-            d.pop(k)
-        return d
-
-    def to_json(self) -> dict[str, Any]:
-        """The config as stored in run.json: credentials in a policy URL are masked (the
-        connection gets them from the in-memory spec, :attr:`RunDir.policy_spec`)."""
-        d = asdict(self)
-        d["seeds"] = self.seed_list()
-        d["policy"] = redact_url(self.policy)
-        d["policy_name"] = redact_url(self.policy_name)
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RunConfig:
-        keys = cls.__dataclass_fields__
-        kw = {k: d[k] for k in keys if k in d}
-        # run.json from before the controller choice: its episodes ran robosuite's controller
-        kw.setdefault("controller", "robosuite")
-        for k in ("seeds", "language_levels", "visual_levels", "placement_jitter",
-                  "shield_candidates"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        if "arena_tasks" in kw:  # JSON lists back to (suite, level)
-            kw["arena_tasks"] = {k: tuple(v) for k, v in kw["arena_tasks"].items()}
-        return cls(**kw)
-
-
-def _version() -> str:
-    try:
-        return version("robosafe")
-    except PackageNotFoundError:  # running from a source tree
-        return "unknown"
-
-
-# -- the episode (runs in a worker) -------------------------------------------------------------
-# A worker never touches the run directory: it gets everything it needs in a CellJob and hands
-# every artifact back in a CellResult, which the driver writes (DESIGN.md, Runner backends: no
-# shared filesystem is assumed, so a cell on another machine must not write to that machine's
-# disk).
-_ENVS: dict[tuple, Any] = {}
-_POLICIES: dict[tuple, Any] = {}
-_TASK_FILES: dict[tuple[str, str], Path] = {}
-#: frame files travel in pieces of this size (the Ray backend puts each in the object store, so
-#: neither side holds a whole camera video in memory)
-CHUNK_BYTES = 4 << 20
-
-
-@dataclass(frozen=True)
-class CellJob:
-    """One cell and everything a worker needs to run it: the run config (run.json), the text of
-    the cell's task file, and the key that tells the worker's cached environments apart."""
-
-    run_key: str
-    config: dict[str, Any]
-    policy_name: str
-    task_text: str
-    cell: Cell
-    # the policy spec as the user gave it (run.json holds it with credentials masked); it
-    # travels in memory only, never into a file
-    policy_spec: str | None = field(default=None, repr=False)
-
-
-@dataclass
-class CellResult:
-    """What a worker hands back: the outcome row and the files of the cell, as bytes.
-    ``frames`` maps a file name under ``frames/<cell>/`` to its chunks (bytes, or whatever the
-    backend's ``put`` made of them)."""
-
-    cell: Cell
-    row: dict[str, Any]
-    trace: bytes | None = None
-    actions: bytes | None = None
-    frames: dict[str, list[Any]] = field(default_factory=dict)
-    node: str = ""
-    # robosafe's log lines of the episode (level, message), naming the run's task files: the
-    # driver prints each once per run
-    lines: list[tuple[int, str]] = field(default_factory=list)
-
-
-SCRATCH_PREFIX = "robosafe-worker-"
-
-
-def _scratch() -> Path:
-    """This worker process's own temporary folder (task files, traces and frames in the making),
-    named with the process id: the folders of processes that died without cleaning up (kill -9,
-    a Ray worker stopped with its cluster) are removed by the next one (``sweep_scratch``)."""
-    import atexit
-    import tempfile
-
-    if "dir" not in _SCRATCH:
-        sweep_scratch()
-        d = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-        atexit.register(_remove_scratch)
-        _SCRATCH["dir"] = d
-    return _SCRATCH["dir"]
-
-
-_SCRATCH: dict[str, Path] = {}
-
-
-def _remove_scratch() -> None:
-    d = _SCRATCH.get("dir")
-    if d is not None:
-        shutil.rmtree(d, ignore_errors=True)
-        _SCRATCH.pop("dir", None)
-
-
-def release_scratch() -> None:
-    """Remove this process's scratch folder now (the task files in it too: the next cell
-    writes them again). For a process that outlives its cells and is stopped without its exit
-    handlers, as Ray stops its workers."""
-    _remove_scratch()
-    _TASK_FILES.clear()
-
-
-def sweep_scratch() -> int:
-    """Remove the scratch folders of robosafe processes that no longer exist (on this machine's
-    temporary folder); the number removed. A live process's folder, or one whose id now names
-    another live process, is left alone."""
-    import tempfile
-
-    removed = 0
-    for d in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
-        pid = d.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(d, ignore_errors=True)
-            removed += 1
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
-def _task_file(task_id: str, text: str) -> Path:
-    """The task text as a file named like the run's copy (worker-local)."""
-    key = (task_id, hashlib.sha256(text.encode()).hexdigest())
-    if key not in _TASK_FILES:
-        d = _scratch() / "tasks" / key[1][:16]
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / f"{task_id}.bddl"
-        path.write_text(text, encoding="utf-8")
-        _TASK_FILES[key] = path
-    return _TASK_FILES[key]
-
-
-def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
-    """The cell's env; ``role="shadow"`` is a second one the shield predicts in."""
-    cell = job.cell
-    key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level, role)
-    if key in _ENVS:
-        return _ENVS[key]
-    from robosafe.hosts.registry import host_spec, make_env
-
-    spec = host_spec(cfg.host)
-    options = spec.select({
-        "task_id": cell.task_id, "suite": cfg.suite, "benchmark": cfg.suite or spec.benchmark,
-        "images": cfg.images, "image_size": cfg.image_size, "horizon": cfg.horizon,
-        "visual_level": cell.visual_level, "language_level": cell.language_level,
-        "assets": cfg.assets, "cost_mode": cfg.cost_mode, "controller": cfg.controller,
-        "arena_evaluator": cfg.arena_evaluator, "arena_task": cfg.arena_tasks.get(cell.task_id)})
-    task = (_task_file(cell.task_id, job.task_text) if spec.task == "file" else cell.task_id)
-    env = make_env(cfg.host, task, **options)
-    _ENVS[key] = env
-    return env
-
-
-def _policy(cfg: RunConfig, spec: str | None):
-    """The policy of ``spec`` (the driver's spec, with any credentials), else of run.json."""
-    from robosafe.policies.base import make_policy
-
-    spec = spec or cfg.policy
-    key = (spec, cfg.host, cfg.obs_adapter)
-    if key not in _POLICIES:
-        _POLICIES[key] = make_policy(spec, host=cfg.host, adapter=cfg.obs_adapter)
-    return _POLICIES[key]
-
-
-def close_policies() -> None:
-    """Close this process's policies (remote connections) once its episodes are done."""
-    for policy in _POLICIES.values():
-        close = getattr(policy, "close", None)
-        if close is not None:
-            close()
-    _POLICIES.clear()
-
-
-class _Held(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[tuple[int, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append((record.levelno, redact_url(record.getMessage())))
-
-
-@contextlib.contextmanager
-def _held_lines():
-    """robosafe's log records of one episode, held instead of printed by the worker: a warning
-    then names the run's copy of a task file (not the worker's temporary one) and is said once
-    per run by the driver, however many workers meet it."""
-    logger = logging.getLogger("robosafe")
-    held = _Held()
-    saved = logger.handlers[:], logger.propagate, logger.level
-    logger.handlers, logger.propagate = [held], False
-    logger.setLevel(logging.INFO)
-    try:
-        yield held.lines
-    finally:
-        logger.handlers, logger.propagate = saved[0], saved[1]
-        logger.setLevel(saved[2])
-
-
-def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResult:
-    """Run, record and score one episode; its outcome row and files, written nowhere.
-    ``put`` turns each chunk of a frame file into what the backend ships (default: bytes)."""
-    with _held_lines() as lines:
-        result = _run_episode(job, put)
-    result.lines = [(level, _run_copy_names(job, text)) for level, text in lines]
-    return result
-
-
-def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult:
-    from robosafe.policies.base import play
-    from robosafe.safety.registry import load_registry
-    from robosafe.safety.score import score_episodes
-    from robosafe.stats.outcomes import OutcomeRow, score_columns
-    from robosafe.trace.io import write_episodes
-
-    cell = job.cell
-    cfg = RunConfig.from_json(job.config)
-    suite = cfg.suite or "tasks"
-    start = time.perf_counter()
-    base = {"suite": suite, "task_id": cell.task_id, "task_name": cell.task_id,
-            "episode_idx": cell.episode_idx, "instance_id": cell.instance_id,
-            "policy_name": job.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
-            "seed": cell.seed, "language_level": cell.language_level,
-            "visual_level": cell.visual_level}
-    result = CellResult(cell, base)
-    env = None
-    work = _scratch() / "cells" / cell.name
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        env = _env(job, cfg)
-        base["task_name"] = env.task_info().task_name
-        policy = _policy(cfg, job.policy_spec)
-        if cfg.shield != "off":
-            from robosafe.runner.shield import Shield, ShieldConfig
-
-            policy = Shield(policy, env, _env(job, cfg, "shadow"),
-                            ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin,
-                                         cfg.shield_candidates))
-        jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
-                  if cfg.placement_jitter else {})
-        obs, info = env.reset(seed=cell.seed, **jitter)
-        frames = _frames(work / "frames", cfg, env)
-        info, actions = play(env, policy, obs, on_obs=frames)
-        # a policy that stopped on its own says why (the LIBERO scripted policy's "gave up")
-        note = getattr(policy, "note", None)
-        if frames is not None:
-            frames.finish()
-            result.frames = {p.name: _chunks(p, put) for p in sorted(frames.final.iterdir())}
-        buf = io.BytesIO()
-        np.save(buf, np.asarray(actions, dtype=float).reshape(len(actions), -1),
-                allow_pickle=False)
-        result.actions = buf.getvalue()
-        meta = {"episode_idx": cell.episode_idx, "checkpoint_ref": cfg.checkpoint_ref,
-                **({"policy_note": note} if note else {})}
-        if cfg.shield != "off":
-            meta["shield"] = policy.finish()
-            base["interventions"] = len(meta["shield"]["interventions"])
-            base["shield_warnings"] = len(meta["shield"]["warnings"])
-        ep = env.episode(episode_id=cell.name, policy=job.policy_name,
-                         instance_id=cell.instance_id, meta=meta)
-        work.mkdir(parents=True, exist_ok=True)
-        write_episodes(work / "trace.jsonl", [ep])
-        result.trace = (work / "trace.jsonl").read_bytes()
-        (score,) = score_episodes([ep])
-        cost = ep.meta.get("cumulative_cost")  # hosts without CBDDL costs have none
-        if "vla_arena" in ep.meta:  # VLA-Arena's reported cost (its HazardAvoidance scale)
-            cost = ep.meta["vla_arena"]["cost"]
-        result.row = replace(score_columns(score, load_registry()), **base,
-                             cumulative_cost=None if cost is None else float(cost),
-                             instruction=info["instruction"],
-                             # env steps = actions taken; the trace has one more row (the
-                             # reset state)
-                             num_env_steps=len(actions), note=note or None).to_json()
-    except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
-        detail = _run_copy_names(
-            job, str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3))
-        # a client library's message can quote the URL it connected to, credentials included
-        steps = env.steps if env is not None else 0
-        result = CellResult(cell, OutcomeRow(
-            **base, success=False, num_env_steps=steps, error_type=type(exc).__name__,
-            error=redact_url(detail.strip().splitlines()[-1])).to_json())
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    result.row["wall_s"] = round(time.perf_counter() - start, 3)
-    return result
-
-
-def _run_copy_names(job: CellJob, text: str) -> str:
-    """``text`` with this worker's temporary task files named as the run's own copies
-    (RUN_DIR/tasks/ID.bddl, the same text), which the user can open; the temporary folder is
-    gone once the worker is."""
-    for (task_id, _), path in _TASK_FILES.items():
-        text = text.replace(str(path), str(Path(job.run_key) / "tasks" / f"{task_id}.bddl"))
-    return text
-
-
-def _chunks(path: Path, put: Callable[[bytes], Any] | None) -> list[Any]:
-    out = []
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK_BYTES):
-            out.append(put(chunk) if put else chunk)
-    return out
+def _never() -> bool:
+    return False
 
 
 def store_result(run: RunDir, res: CellResult, get: Callable[[Any], bytes] | None = None) -> None:
@@ -502,16 +80,6 @@ def store_result(run: RunDir, res: CellResult, get: Callable[[Any], bytes] | Non
     run.write_outcome(res.cell, res.row)
 
 
-def _frames(where: Path, cfg: RunConfig, env):
-    if not cfg.record_frames:
-        return None
-    from robosafe.runner.frames import FrameRecorder
-
-    cams = env.cameras if env.render else ()
-    return FrameRecorder(where, cams, round(env.control_freq))
-
-
-# -- orchestration ------------------------------------------------------------------------------
 def check_policy_inputs(cfg: RunConfig) -> None:
     """A learned policy that reads named inputs (``lerobot:DIR``) loads, and every input it
     reads can be made from the host's first observation of the run's first cell: one error
@@ -524,14 +92,13 @@ def check_policy_inputs(cfg: RunConfig) -> None:
     cell = cfg.cells()[0]
     text = Path(cfg.tasks[cell.task_id]).read_text(encoding="utf-8")
     job = CellJob("preflight", cfg.to_json(), cfg.policy, text, cell, cfg.policy)
-    policy = _policy(cfg, cfg.policy)
-    env = _env(job, cfg)
+    policy = cell_policy(cfg, cfg.policy)
+    env = cell_env(job, cfg)
     try:
         obs, _ = env.reset(seed=cell.seed)
         policy.check(obs, env.task_info().to_dict())
     finally:
-        _ENVS.pop(next(k for k, v in _ENVS.items() if v is env))
-        env.close()
+        drop_env(env)
 
 
 def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
@@ -580,7 +147,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
                                     "levels or --until)")
         else:
             config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
-                      "robosafe_version": _version(),
+                      "robosafe_version": robosafe_version(),
                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
             run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
@@ -655,8 +222,8 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     in list order (not grouped by scene); ``stop``: asked before each cell starts, True
     starts no more (the cells in flight finish and are stored).
     """
-    if backend not in BACKENDS:
-        raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(BACKENDS)}")
+    if backend not in RUNNERS:
+        raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(RUNNERS)}")
     jobs = [CellJob(str(run.path.resolve()), run.config, run.policy_name,
                     run.task_file(c.task_id).read_text(encoding="utf-8"), c, run.policy_spec)
             for c in cells]
@@ -674,12 +241,8 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
             on_result(res.row)
 
     try:
-        if backend == "ray":
-            from robosafe.runner.cluster import run_on_ray
-
-            run_on_ray(jobs, max(1, workers), store, address=ray_address, stop=stop)
-        else:
-            _run_local(jobs, max(1, workers), store, in_order, stop or _never)
+        RUNNERS[backend](jobs, max(1, workers), store, address=ray_address,
+                         in_order=in_order, stop=stop or _never)
     finally:
         close_policies()
         try:
@@ -689,134 +252,3 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
                 run.lock.release()
                 run.lock = None
     return rows
-
-
-def _never() -> bool:
-    return False
-
-
-def _run_local(jobs: list[CellJob], workers: int, store: Callable[[CellResult], None],
-               in_order: bool = False, stop: Callable[[], bool] = _never) -> None:
-    if workers == 1:
-        for job in jobs:
-            if stop():
-                break
-            store(run_job(job))
-        return
-    queue = _InOrder(jobs) if in_order else _SceneQueue(jobs)
-    running: dict[Any, CellJob] = {}
-    # spawned workers start with no logging set up: they print robosafe's lines as the CLI does
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                             initializer=_worker_start) as pool:
-        # one cell per worker in flight: the worker that just finished is the one that takes
-        # the next cell, which is of the scene it has built where one is left
-        while queue and len(running) < workers and not stop():
-            job = queue.take(None, running.values())
-            running[pool.submit(run_job, job)] = job
-        try:
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in done:
-                    finished = running.pop(f)
-                    if queue and not stop():
-                        job = queue.take(finished, running.values())
-                        running[pool.submit(run_job, job)] = job
-                    store(f.result())
-        except BaseException:
-            _stop_workers(pool)
-            raise
-
-
-def _worker_start() -> None:
-    """A pool worker's set-up: robosafe's stderr lines, URL credentials masked, as the CLI's;
-    and it ends (its scratch folder removed) when told to or when the driver is gone: a pool
-    worker blocks on a pipe the other workers also hold open, so a killed driver's workers
-    would otherwise wait under init for ever, each with its scene in memory."""
-    import signal
-    import threading
-
-    install_stderr_lines()
-    redact_logs()
-    signal.signal(signal.SIGTERM, lambda *_: _end_worker(128 + signal.SIGTERM))
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
-                     name="robosafe-parent-watch").start()
-
-
-#: how often a pool worker looks whether its driver is still there
-PARENT_POLL_S = 0.5
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:  # re-parented (to init or a subreaper) once it dies
-        time.sleep(PARENT_POLL_S)
-    _end_worker(1)
-
-
-def _end_worker(status: int) -> None:
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        # a second SIGTERM (the pool's own, as it shuts down) must not cut the removal short
-        # (the parent watcher's thread may not set handlers, and nothing signals it anyway)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _remove_scratch()
-    os._exit(status)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End a pool's workers now (SIGTERM: each removes its scratch folder): the driver is
-    stopping, and shutting the pool down would wait for the episodes in flight."""
-    # the processes first: shutting down forgets them
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-
-
-def _scene(job: CellJob) -> tuple:
-    """The cached environment a cell runs in (the key of ``_env``, shadow aside)."""
-    c = job.cell
-    return (c.task_id, c.language_level, c.visual_level)
-
-
-class _InOrder:
-    """The cells still to run, in list order (``execute(in_order=True)``)."""
-
-    def __init__(self, jobs: list[CellJob]):
-        self.jobs = deque(jobs)
-
-    def __bool__(self) -> bool:
-        return bool(self.jobs)
-
-    def take(self, after: CellJob | None, running) -> CellJob:
-        return self.jobs.popleft()
-
-
-class _SceneQueue:
-    """The cells still to run, by scene: a worker builds each scene it runs once (``_env``),
-    so a worker keeps to one scene while it has cells, then takes the scene with the most
-    cells left that no other worker is on, and shares one only when none is free."""
-
-    def __init__(self, jobs: list[CellJob]):
-        self.scenes: dict[tuple, deque[CellJob]] = {}
-        for job in jobs:
-            self.scenes.setdefault(_scene(job), deque()).append(job)
-
-    def __bool__(self) -> bool:
-        return bool(self.scenes)
-
-    def take(self, after: CellJob | None, running) -> CellJob:
-        """The next cell for the worker that just ran ``after`` (None: a new worker), while
-        the workers run ``running``."""
-        key = _scene(after) if after is not None else None
-        if key not in self.scenes:
-            busy = {_scene(j) for j in running}
-            free = [k for k in self.scenes if k not in busy] or list(self.scenes)
-            key = max(free, key=lambda k: len(self.scenes[k]))  # first such in cell order
-        cells = self.scenes[key]
-        job = cells.popleft()
-        if not cells:
-            del self.scenes[key]
-        return job

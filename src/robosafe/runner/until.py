@@ -52,7 +52,7 @@ from robosafe.stats.sequential import (
 )
 
 if TYPE_CHECKING:
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
 
 MODES = ("decided", "width")
 UNTIL_METRICS = {"success": ("success",), "safe": ("safe",), "both": ("success", "safe")}
@@ -411,7 +411,7 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     through ``execute`` (``runner.run.execute``, with its ``workers`` / ``backend`` /
     ``on_result`` / ``ray_address`` in ``kw``) until the plan's test decides; the record is
     written into run.json. A run decided before (``--resume``) runs nothing."""
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
 
     try:
         cfg = RunConfig.from_json(run.config)
@@ -452,7 +452,7 @@ def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     created or continued through ``prepare``) and then by this run, until the test decides.
     The test reads the cells both runs hold, from the first on, so neither side's order of
     finishing matters; the baseline stops where this run does."""
-    from robosafe.runner.run import RunConfig
+    from robosafe.runner.config import RunConfig
 
     cfg = RunConfig.from_json(run.config)
     # the baseline's task files: this run's own copies (run.json names them relative to it)
