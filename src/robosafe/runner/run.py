@@ -86,6 +86,10 @@ class RunConfig:
     shield_horizon: int = 5
     shield_margin: float = 0.0
     shield_candidates: tuple[str, ...] = ("scale", "lift", "hold", "retreat", "open")
+    # what the shield predicts with: "sim" (a shadow env) or "kinematic" (robosafe.runner.predict),
+    # and the kinematic one's obstacle margin (m; None: its data file's)
+    shield_predictor: str = "sim"
+    shield_predictor_margin: float | None = None
     # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
     # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
     controller: str = "compiled"  # one of CONTROLLERS
@@ -321,6 +325,15 @@ def _env(job: CellJob, cfg: RunConfig, role: str = "episode"):
     return env
 
 
+def _shield_config(cfg: RunConfig):
+    """The run's shield settings (checked with the shield off too: run.json records them)."""
+    from robosafe.runner.shield import ShieldConfig
+
+    return ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates,
+                        predictor=cfg.shield_predictor,
+                        predictor_margin=cfg.shield_predictor_margin)
+
+
 def _policy(cfg: RunConfig, spec: str | None):
     """The policy of ``spec`` (the driver's spec, with any credentials), else of run.json."""
     from robosafe.policies.base import make_policy
@@ -368,11 +381,10 @@ def run_job(job: CellJob, put: Callable[[bytes], Any] | None = None) -> CellResu
         base["task_name"] = env.task_info().task_name
         policy = _policy(cfg, job.policy_spec)
         if cfg.shield != "off":
-            from robosafe.runner.shield import Shield, ShieldConfig
+            from robosafe.runner.shield import Shield
 
-            policy = Shield(policy, env, _env(job, cfg, "shadow"),
-                            ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin,
-                                         cfg.shield_candidates))
+            shadow = _env(job, cfg, "shadow") if cfg.shield_predictor == "sim" else None
+            policy = Shield(policy, env, shadow, _shield_config(cfg))
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
@@ -495,14 +507,14 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.hosts.registry import host_spec
-    from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
+    from robosafe.runner.shield import check_host, check_tasks
 
     check_policy_spec(cfg.policy)
     spec = host_spec(cfg.host)
     # checked with the shield off too: run.json records these settings either way
-    ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
+    _shield_config(cfg)
     if cfg.shield != "off" and not resume:
-        check_host(cfg.host)
+        check_host(cfg.host, cfg.shield_predictor)
         check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
     if cfg.placement_jitter and (not spec.supports("placement_jitter")
                                  or len(cfg.placement_jitter) != 2):
