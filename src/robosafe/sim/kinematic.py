@@ -129,11 +129,11 @@ def _moved_by(m: Any, body: int, dofs: set[int]) -> bool:
 # most of it) ------------------------------------------------------------------------------------
 
 @numba.njit(cache=True)
-def _dls(axis, anchor, site, O, delta, lam, dq):
+def _dls(axis, anchor, site, twist, lam, dq):
     """dq = J^T (J J^T + lam I)^-1 twist for the hand site's Jacobian J of hinges with world
     ``axis`` / ``anchor`` rows (rotation column = axis, position column = axis x (site -
-    anchor): what mj_jacSite gives, without the centre-of-mass pass it needs) and the twist
-    of the base-frame ``delta`` (position, axis-angle) turned into world axes by ``O``."""
+    anchor): what mj_jacSite gives, without the centre-of-mass pass it needs); ``twist``:
+    the hand's wanted motion in world axes (position, axis-angle)."""
     n = axis.shape[0]
     J = np.empty((6, n))
     for j in range(n):
@@ -149,9 +149,8 @@ def _dls(axis, anchor, site, O, delta, lam, dq):
                 t += J[i, j] * J[k, j]
             A[i, k] = t
     y = np.empty((6, 1))
-    for i in range(3):
-        y[i, 0] = O[i, 0] * delta[0] + O[i, 1] * delta[1] + O[i, 2] * delta[2]
-        y[3 + i, 0] = O[i, 0] * delta[3] + O[i, 1] * delta[4] + O[i, 2] * delta[5]
+    for i in range(6):
+        y[i, 0] = twist[i]
     L = np.zeros((6, 6))
     _cholesky(A, L)  # positive definite: lam > 0
     _cho_solve(L, y)
@@ -263,12 +262,18 @@ class SweptBoxes:
         a0, a1 = arm.action
         aabb = m.geom_aabb[arm.geoms]
         held_aabb = m.geom_aabb[held]
+        O = k.site_xmat[arm.base].reshape(3, 3)  # the base frame does not move
+        goal_p = k.site_xpos[arm.eef].copy()
+        goal_R = k.site_xmat[arm.eef].reshape(3, 3).copy()
         for action in actions:
             delta = (_apply_scaling(arm.scaling, np.asarray(action[a0:a1], float))
                      * (cfg.reach / cfg.substeps))
+            turn = _rotation(O @ delta[3:6])
             worst = np.full(n, np.inf)
             for _ in range(cfg.substeps):
-                self._move(delta)
+                goal_p += O @ delta[:3]
+                goal_R = turn @ goal_R
+                self._move(goal_p, goal_R)
                 _clear(aabb, k.geom_xpos[arm.geoms], k.geom_xmat[arm.geoms], *obstacles,
                        worst)
                 if held.size:
@@ -280,12 +285,27 @@ class SweptBoxes:
                 out[name].append(float(worst[i]))
         return out
 
-    def _move(self, delta: np.ndarray) -> None:
-        """One damped-least-squares step of the arm towards the hand moved by ``delta`` (base
-        frame: position, axis-angle; :func:`_dls`), then the forward kinematics of the new
-        pose."""
+    def _move(self, goal_p: np.ndarray, goal_R: np.ndarray) -> None:
+        """One damped-least-squares step of the arm towards the hand at ``goal_p`` /
+        ``goal_R`` (:func:`_dls`; the error is the OSC's: the position difference and
+        1/2 sum_k r_k x r_k^goal over the rotations' columns), then the forward kinematics of
+        the new pose. The goal accumulates the commanded motion, so what one linear step
+        leaves undone is made up at the next."""
         m, k, arm = self.m, self.d, self.arm
-        _dls(k.xaxis[arm.joints], k.xanchor[arm.joints], k.site_xpos[arm.eef],
-             k.site_xmat[arm.base].reshape(3, 3), delta, self._lam, self._dq)
+        R = k.site_xmat[arm.eef].reshape(3, 3)
+        twist = np.concatenate([goal_p - k.site_xpos[arm.eef],
+                                0.5 * np.cross(R, goal_R, axis=0).sum(axis=1)])
+        _dls(k.xaxis[arm.joints], k.xanchor[arm.joints], k.site_xpos[arm.eef], twist,
+             self._lam, self._dq)
         k.qpos[arm.qpos] += self._dq
         mujoco.mj_kinematics(m, k)
+
+
+def _rotation(v: np.ndarray) -> np.ndarray:
+    """The rotation matrix of the axis-angle vector ``v`` (Rodrigues)."""
+    angle = float(np.linalg.norm(v))
+    if angle == 0.0:
+        return np.eye(3)
+    x, y, z = v / angle
+    K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
