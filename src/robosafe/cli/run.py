@@ -384,7 +384,7 @@ def run(
                                        "robot has)."),
     predictor_margin: float = typer.Option(None, "--predictor-margin",
                                            help="kinematic: grow the obstacles' boxes by this "
-                                                "(m; default 0.02, sim/data/kinematic.yaml)."),
+                                                "(m; default 0.005, sim/data/kinematic.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
