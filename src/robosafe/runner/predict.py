@@ -5,8 +5,8 @@
   exact world. An upper bound: no real robot has that copy.
 * ``kinematic``: only what a robot has (robosafe.sim.kinematic): its joint state and forward
   kinematics, the controller's commanded motion, and the current boxes of the objects it must
-  not touch (bystanders, fragile and hazard objects alike: every object that is neither the
-  task's nor furniture), frozen where they are. It predicts a clearance per obstacle, not
+  not touch (bystanders, fragile objects and hazards alike: every object and fixture the
+  task's goal does not name, but the table), frozen where they are. It predicts a clearance per obstacle, not
   the specs: the filter keeps every clearance at or above its level.
 
 Both answer :meth:`Predictor.predict` with a :class:`Prediction`: per named quantity, its
@@ -24,9 +24,11 @@ import numpy as np
 from robosafe.errors import RobosafeError
 
 PREDICTORS = ("sim", "kinematic")
-#: a held object's name, the recorder's roles that are obstacles (not the robot, the target,
-#: furniture, or the world body); robosafe's host makes every non-task object a bystander and a
-#: moving one ``other`` (robosafe.hosts.robosafe)
+#: the recorder's roles that are obstacles (not the robot or the target): robosafe's host makes
+#: every movable non-task object a bystander, a moving one ``other``, and fixtures (a stove, a
+#: cabinet) and the table ``furniture`` (robosafe.hosts.robosafe). Of the furniture, only the
+#: fixtures the task lists among its objects are obstacles (a hazard such as a stove is one):
+#: the table carries everything. The world body (the floor) is none.
 OBSTACLE_ROLES = ("bystander", "other")
 
 
@@ -97,7 +99,8 @@ class KinematicPredictor:
         roles, geoms = rec.body_roles, rec.collision_geoms()
         exempt = goal_names(task_info) | {"world"}
         obstacles = {n: geoms[n] for n, r in roles.items()
-                     if r in OBSTACLE_ROLES and n not in exempt and geoms[n].size}
+                     if (r in OBSTACLE_ROLES or (r == "furniture" and n in task_info.objects))
+                     and n not in exempt and geoms[n].size}
         self.obstacles = tuple(obstacles)
         self.boxes = SweptBoxes(m, osc_arm(base, m), obstacles, self.cfg)
         self._geoms = geoms

@@ -21,9 +21,12 @@ grown by ``margin`` on every side, is found by the separating-axis test (negativ
 overlap). The predicted clearance of an obstacle at step k is the smallest over the poses of
 step k; the shield treats a clearance below its own level as a predicted collision.
 
+The hand's current motion (the hand site's Jacobian times the joint velocities) is carried on
+beside the commanded one, shrinking by ``coast`` a step: the arm coasts when the command drops.
+
 Assumed, not modelled: the hand makes ``reach`` of each step's commanded motion, in the
-commanded direction (the arm's own momentum, the controller's transient), the fingers keep
-their opening, and objects do not move (a pushed or moving object is seen where it is
+commanded direction, plus its coasting (the controller's transient otherwise), the fingers
+keep their opening, and objects do not move (a pushed or moving object is seen where it is
 now). A box around each geom is conservative for a round or non-convex shape.
 """
 
@@ -47,10 +50,12 @@ from robosafe.yamldata import load_yaml
 @dataclass(frozen=True)
 class KinematicConfig:
     """``data/kinematic.yaml``: obstacle margin (m), the share of the commanded motion made
-    per step, poses per control step, IK damping."""
+    per step, the share of the hand's current motion carried into each next step, poses per
+    control step, IK damping."""
 
     margin: float
     reach: float
+    coast: float
     substeps: int
     damping: float
 
@@ -58,9 +63,10 @@ class KinematicConfig:
         if not (math.isfinite(self.margin) and self.margin >= 0):
             raise RobosafeError(f"--predictor-margin must be a finite number >= 0 (metres), "
                                 f"got {self.margin}")
-        if self.substeps < 1 or not self.damping > 0 or not 0 < self.reach <= 1:
-            raise RobosafeError("sim/data/kinematic.yaml: substeps must be >= 1, damping > 0 "
-                                "and reach in (0, 1]")
+        if (self.substeps < 1 or not self.damping > 0 or not 0 < self.reach <= 1
+                or not 0 <= self.coast < 1):
+            raise RobosafeError("sim/data/kinematic.yaml: substeps must be >= 1, damping > 0, "
+                                "reach in (0, 1] and coast in [0, 1)")
 
 
 @cache
@@ -73,7 +79,8 @@ def kinematic_config(margin: float | None = None) -> KinematicConfig:
     """The data file's settings, with ``margin`` (``--predictor-margin``) when given."""
     d = _defaults()
     return KinematicConfig(float(d["margin_m"] if margin is None else margin),
-                           float(d["reach"]), int(d["substeps"]), float(d["damping"]))
+                           float(d["reach"]), float(d["coast"]), int(d["substeps"]),
+                           float(d["damping"]))
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class Arm:
     scaling: tuple        # the controller's input -> output map (sim.controller._scaling)
     action: tuple[int, int]  # the arm's slice of the action vector
     geoms: np.ndarray     # collision geoms of the bodies the arm joints move
+    dt: float             # the control period (s)
 
 
 def osc_arm(env: Any, m: Any) -> Arm:
@@ -111,7 +119,7 @@ def osc_arm(env: Any, m: Any) -> Arm:
     split = robot.composite_controller._action_split_indexes["right"]
     return Arm(joints, qpos, int(m.site(arm.ref_name).id),
                int(m.site(f"{arm.naming_prefix}{arm.part_name}_center").id), _scaling(arm),
-               (int(split[0]), int(split[1])), geoms)
+               (int(split[0]), int(split[1])), geoms, float(env.control_timestep))
 
 
 def _moved_by(m: Any, body: int, dofs: set[int]) -> bool:
@@ -265,13 +273,19 @@ class SweptBoxes:
         O = k.site_xmat[arm.base].reshape(3, 3)  # the base frame does not move
         goal_p = k.site_xpos[arm.eef].copy()
         goal_R = k.site_xmat[arm.eef].reshape(3, 3).copy()
+        # the hand's motion now (its Jacobian times the joint velocities: the robot's own
+        # state), carried on, shrinking by ``coast`` a step, beside the commanded motion
+        jacp = np.zeros((3, m.nv))
+        mujoco.mj_jacSite(m, d, jacp, None, arm.eef)
+        drift = jacp @ d.qvel * arm.dt / cfg.substeps
         for action in actions:
             delta = (_apply_scaling(arm.scaling, np.asarray(action[a0:a1], float))
                      * (cfg.reach / cfg.substeps))
             turn = _rotation(O @ delta[3:6])
             worst = np.full(n, np.inf)
+            drift = drift * cfg.coast
             for _ in range(cfg.substeps):
-                goal_p += O @ delta[:3]
+                goal_p += O @ delta[:3] + drift
                 goal_R = turn @ goal_R
                 self._move(goal_p, goal_R)
                 _clear(aabb, k.geom_xpos[arm.geoms], k.geom_xmat[arm.geoms], *obstacles,
