@@ -104,6 +104,7 @@ class KinematicPredictor:
         self.obstacles = tuple(obstacles)
         self.boxes = SweptBoxes(m, osc_arm(base, m), obstacles, self.cfg)
         self._geoms = geoms
+        self._held: tuple[int, str | None] = (-1, None)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -114,7 +115,9 @@ class KinematicPredictor:
         if self.boxes is None:
             raise RobosafeError("the kinematic predictor predicts after reset")
         rec = self.env.recorder
-        held = rec.held()
+        if self._held[0] != rec.n_steps:  # what the fingers hold is read once per step
+            self._held = (rec.n_steps, rec.held())
+        held = self._held[1]
         carried = self._geoms[held] if held is not None and held not in self.obstacles else None
         d = rec.base.sim.data._data
         clear = self.boxes.clearances(d, actions, carried)

@@ -137,11 +137,12 @@ def _moved_by(m: Any, body: int, dofs: set[int]) -> bool:
 # most of it) ------------------------------------------------------------------------------------
 
 @numba.njit(cache=True)
-def _dls(axis, anchor, site, twist, lam, dq):
-    """dq = J^T (J J^T + lam I)^-1 twist for the hand site's Jacobian J of hinges with world
+def _dls(axis, anchor, site, R, goal_p, goal_R, lam, dq):
+    """dq = J^T (J J^T + lam I)^-1 e for the hand site's Jacobian J of hinges with world
     ``axis`` / ``anchor`` rows (rotation column = axis, position column = axis x (site -
-    anchor): what mj_jacSite gives, without the centre-of-mass pass it needs); ``twist``:
-    the hand's wanted motion in world axes (position, axis-angle)."""
+    anchor): what mj_jacSite gives, without the centre-of-mass pass it needs) and the error
+    e of the hand at ``site`` / ``R`` from ``goal_p`` / ``goal_R``, as the OSC takes it: the
+    position difference and 1/2 sum_k r_k x r_k^goal over the rotations' columns."""
     n = axis.shape[0]
     J = np.empty((6, n))
     for j in range(n):
@@ -156,9 +157,15 @@ def _dls(axis, anchor, site, twist, lam, dq):
             for j in range(n):
                 t += J[i, j] * J[k, j]
             A[i, k] = t
-    y = np.empty((6, 1))
-    for i in range(6):
-        y[i, 0] = twist[i]
+    y = np.zeros((6, 1))
+    for i in range(3):
+        y[i, 0] = goal_p[i] - site[i]
+    for c in range(3):  # 1/2 r_c x g_c
+        r0, r1, r2 = R[0, c], R[1, c], R[2, c]
+        g0, g1, g2 = goal_R[0, c], goal_R[1, c], goal_R[2, c]
+        y[3, 0] += 0.5 * (r1 * g2 - r2 * g1)
+        y[4, 0] += 0.5 * (r2 * g0 - r0 * g2)
+        y[5, 0] += 0.5 * (r0 * g1 - r1 * g0)
     L = np.zeros((6, 6))
     _cholesky(A, L)  # positive definite: lam > 0
     _cho_solve(L, y)
@@ -301,16 +308,12 @@ class SweptBoxes:
 
     def _move(self, goal_p: np.ndarray, goal_R: np.ndarray) -> None:
         """One damped-least-squares step of the arm towards the hand at ``goal_p`` /
-        ``goal_R`` (:func:`_dls`; the error is the OSC's: the position difference and
-        1/2 sum_k r_k x r_k^goal over the rotations' columns), then the forward kinematics of
-        the new pose. The goal accumulates the commanded motion, so what one linear step
-        leaves undone is made up at the next."""
+        ``goal_R`` (:func:`_dls`), then the forward kinematics of the new pose. The goal
+        accumulates the commanded motion, so what one linear step leaves undone is made up
+        at the next."""
         m, k, arm = self.m, self.d, self.arm
-        R = k.site_xmat[arm.eef].reshape(3, 3)
-        twist = np.concatenate([goal_p - k.site_xpos[arm.eef],
-                                0.5 * np.cross(R, goal_R, axis=0).sum(axis=1)])
-        _dls(k.xaxis[arm.joints], k.xanchor[arm.joints], k.site_xpos[arm.eef], twist,
-             self._lam, self._dq)
+        _dls(k.xaxis[arm.joints], k.xanchor[arm.joints], k.site_xpos[arm.eef],
+             k.site_xmat[arm.eef].reshape(3, 3), goal_p, goal_R, self._lam, self._dq)
         k.qpos[arm.qpos] += self._dq
         mujoco.mj_kinematics(m, k)
 
