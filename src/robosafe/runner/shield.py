@@ -16,6 +16,12 @@ the real episode's exact state and stepped H control steps with the policy's pro
   gripper); with no such candidate the one with the largest worst margin is taken. Each
   intervention is recorded. The shield never sees success.
 
+``--predictor kinematic`` (robosafe.runner.predict) replaces the shadow's prediction in
+``filter`` by one a robot could make: the arm's swept boxes against the current boxes of the
+objects it must not touch, frozen; the candidates and their ranking are the same, and the
+guarded quantities are those clearances instead of the specs (the monitor still follows the
+real rows for the record). It needs no shadow.
+
 Why a shadow environment instead of save / step / restore on the real one: the host's state
 (``get_state``: MuJoCo's and robosuite's Python-side state, robosafe.hosts.state) is the
 simulation's, not the episode's bookkeeping (the recorder's rows, step counters, cost
