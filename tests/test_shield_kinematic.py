@@ -115,7 +115,7 @@ def mujoco_body(m, geom: int) -> str:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--predictor", "kinematic"], "robosafe: error: --predictor needs --shield filter"),
+    (["--predictor", "kinematic"], "robosafe: error: --predictor needs --shield"),
     (["--shield", "filter", "--predictor", "oracle"],
      "robosafe: error: --predictor 'oracle': choose from sim, kinematic"),
     (["--shield", "filter", "--predictor", "kinematic", "--predictor-margin", "-0.01"],
@@ -126,8 +126,8 @@ def mujoco_body(m, geom: int) -> str:
      "robosafe: error: --predictor kinematic works with --shield filter"),
     (["--host", "libero", "--suite", "libero_spatial", "--shield", "filter", "--predictor",
       "kinematic"],
-     "robosafe: error: --predictor kinematic needs --host robosafe (robosafe's simulator); "
-     "--host libero is not supported"),
+     ("robosafe: error: --predictor kinematic needs --host robosafe (robosafe's simulator); "
+      "--host libero is not supported")),
 ])
 def test_bad_predictor_options_are_one_line(cli, tmp_path, args, message):
     out = tmp_path / "r"
@@ -156,3 +156,21 @@ def test_a_kinematic_shield_keeps_the_careless_policy_safe(cli, tmp_path):
     assert off.returncode == 0 and on.returncode == 0, (off.stderr, on.stderr)
     assert _safe(tmp_path / "off") == [0]
     assert _safe(tmp_path / "on") == [1]
+
+
+def test_the_goals_objects_are_not_obstacles():
+    """Worked by hand: the goal (On apple_1 plate_1_top_region) exempts the apple (an
+    argument and the target) and the plate (the region's owner); the vase and the stove stay
+    obstacles. plate_10's region exempts plate_10, not plate_1 (the owner's name and an
+    underscore must start the region's)."""
+    from types import SimpleNamespace
+
+    from robosafe.runner.predict import goal_names
+
+    info = SimpleNamespace(goal_atoms=(("On", "apple_1", "plate_1_top_region"),),
+                           objects={"apple_1": 0, "plate_1": 0, "plate_10": 0, "vase_1": 0,
+                                    "stove_1": 0},
+                           target_object="apple_1")
+    assert goal_names(info) == {"apple_1", "plate_1"}
+    info.goal_atoms = (("On", "apple_1", "plate_10_top_region"),)
+    assert goal_names(info) == {"apple_1", "plate_10"}

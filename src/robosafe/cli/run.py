@@ -406,13 +406,14 @@ def run(
     uses_images = (policy_kind(policy) in ("remote", "probe", "lerobot") if images is None
                    else images)
     if predictor is not None and shield == "off":
-        fail("--predictor needs --shield filter")
+        fail("--predictor needs --shield")
     if predictor_margin is not None and predictor != "kinematic":
         fail("--predictor-margin needs --predictor kinematic")
     if shield != "off" and not resume:
         from robosafe.runner.shield import check_host
 
-        check_host(host, predictor or "sim")  # before the host's tasks are looked up (LIBERO's import takes time)
+        # before the host's tasks are looked up (LIBERO's import takes time)
+        check_host(host, predictor or "sim")
     if task_dir is not None:
         from robosafe.outputs import check_outside
 

@@ -16,12 +16,15 @@ predicted unsafe). The filter's candidate search (robosafe.runner.shield) is the
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from robosafe.errors import RobosafeError
+
+log = logging.getLogger(__name__)
 
 PREDICTORS = ("sim", "kinematic")
 #: the recorder's roles that are obstacles (not the robot or the target): robosafe's host makes
@@ -74,6 +77,9 @@ def goal_names(task_info: Any) -> set[str]:
     return out
 
 
+_WARNED: set[str] = set()  # tasks warned of having no obstacle (once per process)
+
+
 class KinematicPredictor:
     """The kinematic predictor over a host env (robosafe's simulator): its recorder's roles and
     geoms, its arm controller's settings, its MuJoCo model and data, read and never stepped."""
@@ -102,6 +108,11 @@ class KinematicPredictor:
                      if (r in OBSTACLE_ROLES or (r == "furniture" and n in task_info.objects))
                      and n not in exempt and geoms[n].size}
         self.obstacles = tuple(obstacles)
+        if not obstacles and task_info.task_id not in _WARNED:
+            _WARNED.add(task_info.task_id)
+            log.warning("--predictor kinematic: task %s has no object to keep clear of (its "
+                        "goal names every object): the filter passes its actions unchanged",
+                        task_info.task_id)
         self.boxes = SweptBoxes(m, osc_arm(base, m), obstacles, self.cfg)
         self._geoms = geoms
         self._held: tuple[int, str | None] = (-1, None)
