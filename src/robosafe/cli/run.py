@@ -448,6 +448,14 @@ def run(
     two_sided: bool = typer.Option(None, "--two-sided/--one-sided",
                                    help="--until decided: also decide 'worse' (default; each "
                                         "side at alpha / 2) or only 'better'."),
+    predictor: str = typer.Option(None, "--predictor",
+                                  help="filter: what the shield predicts with: sim (a shadow "
+                                       "copy of the simulator, default) | kinematic (the arm's "
+                                       "swept boxes against the obstacles' boxes: what a real "
+                                       "robot has)."),
+    predictor_margin: float = typer.Option(None, "--predictor-margin",
+                                           help="kinematic: grow the obstacles' boxes by this "
+                                                "(m; default 0.005, sim/data/kinematic.yaml)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
@@ -470,10 +478,15 @@ def run(
     # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
     uses_images = (policy_kind(policy) in ("remote", "probe", "lerobot") if images is None
                    else images)
+    if predictor is not None and shield == "off":
+        fail("--predictor needs --shield")
+    if predictor_margin is not None and predictor != "kinematic":
+        fail("--predictor-margin needs --predictor kinematic")
     if shield != "off" and not resume:
         from robosafe.runner.shield import check_host
 
-        check_host(host)  # before the host's tasks are looked up (LIBERO's import takes time)
+        # before the host's tasks are looked up (LIBERO's import takes time)
+        check_host(host, predictor or "sim")
     if task_dir is not None:
         from robosafe.outputs import check_outside
 
@@ -496,6 +509,8 @@ def run(
                     shield_horizon=shield_horizon, shield_margin=shield_margin,
                     shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
                                             if c.strip()),
+                    shield_predictor=predictor or "sim",
+                    shield_predictor_margin=predictor_margin,
                     controller=controller_for(controller, host, out if resume else None),
                     arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
     plan = until_plan(cfg, out if resume else None, until=until, against=against,

@@ -579,6 +579,35 @@ class Recorder:
             raise RuntimeError("body roles are known after Recorder.reset")
         return dict(self._layout.roles)
 
+    def collision_geoms(self) -> dict[str, np.ndarray]:
+        """Trace name -> the collision geoms it stands for (its subtree's), of the current
+        model (after the first reset)."""
+        if self._layout is None:
+            raise RuntimeError("collision geoms are known after Recorder.reset")
+        g = self._layout.gidx
+        return {n: np.flatnonzero(g == i) for i, n in enumerate(self._layout.names)}
+
+    def held(self) -> str | None:
+        """The trace name of the object (a target or bystander body: not furniture, the
+        floor or an unlisted body) robot0's fingers touch now with non-zero force (the
+        target, if several), else None."""
+        L, m, d = self._layout, self._m, self._d
+        n = d.ncon
+        g1, g2 = d.contact.geom1[:n], d.contact.geom2[:n]
+        live = d.contact.efc_address[:n] >= 0
+        touched = []
+        for a, b in ((g1, g2), (g2, g1)):
+            for c in np.flatnonzero(live & L.gfinger[a] & L.gother[b] & (L.gidx[b] >= 0)):
+                name = L.names[L.gidx[b[c]]]
+                if L.roles[name] not in ("target", "bystander"):
+                    continue
+                mujoco.mj_contactForce(m, d, int(c), self._force)
+                if np.any(self._force[:3]):
+                    touched.append(name)
+        if not touched:
+            return None
+        return L.target if L.target in touched else touched[0]
+
     @property
     def target_object(self) -> str | None:
         return self._layout.target if self._layout is not None else self._target

@@ -52,6 +52,10 @@ class RunConfig:
     shield_horizon: int = 5
     shield_margin: float = 0.0
     shield_candidates: tuple[str, ...] = ("scale", "lift", "hold", "retreat", "open")
+    # what the shield predicts with: "sim" (a shadow env) or "kinematic" (robosafe.runner.predict),
+    # and the kinematic one's obstacle margin (m; None: its data file's)
+    shield_predictor: str = "sim"
+    shield_predictor_margin: float | None = None
     # robosafe host: the arm controller, robosuite's own (Python) or robosafe's compiled one
     # (robosafe.sim.controller: the same torques within 1e-9 per substep, several times faster)
     controller: str = "compiled"  # one of CONTROLLERS
@@ -152,3 +156,14 @@ def robosafe_version() -> str:
         return version("robosafe")
     except PackageNotFoundError:  # running from a source tree
         return "unknown"
+
+
+def shield_config(cfg: RunConfig) -> Any:
+    """The run's shield settings as the shield takes them (robosafe.runner.shield.ShieldConfig,
+    which checks them: the driver checks them with the shield off too, since run.json records
+    them)."""
+    from robosafe.runner.shield import ShieldConfig
+
+    return ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates,
+                        predictor=cfg.shield_predictor,
+                        predictor_margin=cfg.shield_predictor_margin)

@@ -28,7 +28,7 @@ from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock, make_dir
 from robosafe.redact import redact_url
 from robosafe.runner.cluster import run_on_ray
-from robosafe.runner.config import RunConfig, robosafe_version
+from robosafe.runner.config import RunConfig, robosafe_version, shield_config
 from robosafe.runner.local import run_local
 from robosafe.runner.rundir import (
     Cell,
@@ -105,14 +105,13 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     """Create (or reopen with ``resume``) the run directory; the cells still to run. The
     directory is locked from here until :func:`execute` ends (one writer per run directory)."""
     from robosafe.hosts.registry import host_spec
-    from robosafe.runner.shield import ShieldConfig, check_host, check_tasks
+    from robosafe.runner.shield import check_host, check_tasks
 
     check_policy_spec(cfg.policy)
     spec = host_spec(cfg.host)
-    # checked with the shield off too: run.json records these settings either way
-    ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates)
+    shield_config(cfg)  # checked with the shield off too: run.json records these settings
     if cfg.shield != "off" and not resume:
-        check_host(cfg.host)
+        check_host(cfg.host, cfg.shield_predictor)
         check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
     if cfg.placement_jitter and (not spec.supports("placement_jitter")
                                  or len(cfg.placement_jitter) != 2):

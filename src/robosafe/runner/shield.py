@@ -16,6 +16,12 @@ the real episode's exact state and stepped H control steps with the policy's pro
   gripper); with no such candidate the one with the largest worst margin is taken. Each
   intervention is recorded. The shield never sees success.
 
+``--predictor kinematic`` (robosafe.runner.predict) replaces the shadow's prediction in
+``filter`` by one a robot could make: the arm's swept boxes against the current boxes of the
+objects it must not touch, frozen; the candidates and their ranking are the same, and the
+guarded quantities are those clearances instead of the specs (the monitor still follows the
+real rows for the record). It needs no shadow.
+
 Why a shadow environment instead of save / step / restore on the real one: the host's state
 (``get_state``: MuJoCo's and robosuite's Python-side state, robosafe.hosts.state) is the
 simulation's, not the episode's bookkeeping (the recorder's rows, step counters, cost
@@ -35,6 +41,7 @@ import numpy as np
 
 from robosafe.budget import MAX_SHIELD_HORIZON, check_count
 from robosafe.errors import RobosafeError
+from robosafe.runner.predict import PREDICTORS, KinematicPredictor, Prediction
 from robosafe.runner.screen import at_rest, reach, repeats, still_world
 
 MODES = ("off", "monitor", "filter")
@@ -60,6 +67,11 @@ class ShieldConfig:
     screen: bool = True
     """Skip a prediction that provably finds nothing (robosafe.runner.screen, see
     :meth:`Shield._screened`); off only to check that it changes nothing."""
+    predictor: str = "sim"
+    """``sim``: the shadow simulator; ``kinematic``: the arm's swept boxes against the
+    obstacles' (robosafe.runner.predict), ``filter`` only."""
+    predictor_margin: float | None = None
+    """kinematic: the obstacles' boxes grown by this (m); None: sim/data/kinematic.yaml's."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -77,6 +89,18 @@ class ShieldConfig:
         twice = sorted({c for c in self.candidates if self.candidates.count(c) > 1})
         if twice:
             raise RobosafeError(f"--shield-candidates: {', '.join(twice)} given twice")
+        if self.predictor not in PREDICTORS:
+            raise RobosafeError(f"--predictor {self.predictor!r}: choose from "
+                                f"{', '.join(PREDICTORS)}")
+        if self.predictor == "kinematic" and self.mode == "monitor":
+            # its clearances are not the specs a warning forecasts (ShieldLog, score_warnings)
+            raise RobosafeError("--predictor kinematic works with --shield filter")
+        if self.predictor_margin is not None:
+            if self.predictor != "kinematic":
+                raise RobosafeError("--predictor-margin applies to --predictor kinematic")
+            from robosafe.sim.kinematic import kinematic_config
+
+            kinematic_config(self.predictor_margin)  # checks it
 
 
 # -- copying simulator state ---------------------------------------------------------------------
@@ -87,11 +111,15 @@ def sync(shadow: Any, real: Any) -> None:
     shadow.set_state(real.get_state())
 
 
-def check_host(host: str) -> None:
+def check_host(host: str, predictor: str = "sim") -> None:
     """The shield copies simulator state: the host must offer it (registry feature
-    ``state``: robosafe.hosts.contract.StatefulHostEnv)."""
+    ``state``: robosafe.hosts.contract.StatefulHostEnv). The kinematic predictor reads
+    robosuite 1.5's OSC settings: robosafe's simulator only."""
     from robosafe.hosts.registry import host_spec
 
+    if predictor == "kinematic" and host != "robosafe":
+        raise RobosafeError(f"--predictor kinematic needs --host robosafe (robosafe's "
+                            f"simulator); --host {host} is not supported")
     if not host_spec(host).supports("state"):
         raise RobosafeError(f"--shield needs a host whose simulator state the shield can copy; "
                             f"--host {host} does not offer it (robosafe's simulator and "
@@ -126,26 +154,6 @@ def make_shield(policy: Any, env: Any, shadow: Any, cfg: ShieldConfig) -> Shield
 
 
 # -- the shield ------------------------------------------------------------------------------------
-
-@dataclass
-class Prediction:
-    """Predicted per-step margins of each monitored spec over the horizon."""
-
-    margins: dict[str, list[float]]
-
-    def worst(self) -> dict[str, float]:
-        return {s: min(v) for s, v in self.margins.items()}
-
-    def first_below(self, level: float) -> dict[str, int]:
-        """Spec -> steps ahead (1-based) of its first predicted margin below ``level``."""
-        out = {}
-        for s, v in self.margins.items():
-            for k, m in enumerate(v, 1):
-                if m < level:
-                    out[s] = k
-                    break
-        return out
-
 
 @dataclass
 class _Run:
@@ -235,6 +243,10 @@ class Shield:
         self.reused = 0  # predictions of the policy's plan extended from the last step's
         self.reused_candidates = 0  # filter candidates' predictions extended likewise
         self.skipped = 0  # predictions of the policy's plan skipped by screening
+        # the kinematic predictor replaces the shadow's prediction in the filter (it needs
+        # no shadow); None: the shadow simulator predicts
+        self.kinematic = (KinematicPredictor(env, cfg.predictor_margin)
+                          if cfg.predictor == "kinematic" else None)
         self._start_episode()
 
     def _start_episode(self) -> None:
@@ -256,6 +268,11 @@ class Shield:
         self.monitor = OnlineMonitor.for_episode(self._template(), scorer)
         # the filter guards Phi_safe (the scored specs), not report-only diagnostics
         self.guarded = {s.spec_id for s in scorer.safe_set} & set(self.monitor.spec_ids)
+        if self.kinematic is not None:
+            # the monitor still follows the real rows (the record's violations); the filter
+            # guards the predicted clearance of every obstacle instead of the specs
+            self.kinematic.reset(self.env.task_info())
+            self.guarded = set(self.kinematic.keys)
         self.log = ShieldLog()
         self.t = 0
         self.reused = self.reused_candidates = self.skipped = 0
@@ -450,7 +467,7 @@ class Shield:
         self.skipped += 1
         return action
 
-    def _take(self, run: _Run, action: np.ndarray) -> np.ndarray:
+    def _take(self, run: _Run | None, action: np.ndarray) -> np.ndarray:
         """Return ``action`` (``run``'s first), keeping ``run`` for the next step to extend."""
         self.kept = run if self.cfg.reuse else None
         self._kept_rows = self.env.recorder.n_steps
@@ -517,7 +534,7 @@ class Shield:
             self._pending = (t, plan)  # predicted after the episode's step (_resolve)
             return action
         self._state = None
-        if (self.env.recorder.n_steps == self._kept_rows + 1
+        if (self.kinematic is None and self.env.recorder.n_steps == self._kept_rows + 1
                 and self._screened(plan, self._taken, t, guard=True)):
             return self._skip(action)
         kept = self._usable_kept(self._taken)
@@ -525,9 +542,9 @@ class Shield:
         # it, but the same candidate may be asked for again, so its end is saved before the
         # policy's plan is simulated
         self._keep_kept = kept is not None and kept.candidate
-        run, extended = self._run(plan, kept)
-        self.reused += extended
-        worst = self._warn(t, run.prediction())
+        run, pred = self._predicted(plan, kept)
+        # the kinematic predictor's clearances are not specs: nothing to warn of
+        worst = pred.worst() if self.kinematic is not None else self._warn(t, pred)
         unsafe = sorted(s for s in self.guarded if worst[s] < self.cfg.margin)
         if not unsafe:
             return self._take(run, action)
@@ -539,21 +556,37 @@ class Shield:
         for name, cand in ranked:
             if best is not None:
                 self._save(best[0])  # the fallback so far, before the shadow moves on
-            crun, extended = self._run([cand] * self.cfg.horizon, kept,
-                                       floor=None if best is None else best[3])
-            self.reused_candidates += extended
-            pw = crun.prediction().worst()
+            crun, cpred = self._predicted([cand] * self.cfg.horizon, kept,
+                                          floor=None if best is None else best[3],
+                                          candidate=True)
+            pw = cpred.worst()
             w = min((pw[s] for s in self.guarded), default=math.inf)
             if best is None or w > best[3] or w >= self.cfg.margin:
                 best = (crun, name, cand, w)
             if w >= self.cfg.margin:
                 break
         crun, name, cand, w = best
-        crun.candidate = True
+        if crun is not None:
+            crun.candidate = True
         self.log.interventions.append({"step": t, "specs": unsafe, "candidate": name,
                                        "safe": bool(w >= self.cfg.margin),
                                        "predicted": _finite(w)})
         return self._take(crun, cand)
+
+    def _predicted(self, plan: list[np.ndarray], kept: _Run | None,
+                   floor: float | None = None, *,
+                   candidate: bool = False) -> tuple[_Run | None, Prediction]:
+        """``plan``'s prediction by the configured predictor: the shadow's run (extended
+        from ``kept`` when possible) with its margins, or the kinematic predictor's
+        (no run: nothing to extend or keep)."""
+        if self.kinematic is not None:
+            return None, self.kinematic.predict(plan, floor=floor)
+        run, extended = self._run(plan, kept, floor)
+        if candidate:
+            self.reused_candidates += extended
+        else:
+            self.reused += extended
+        return run, run.prediction()
 
     def finish(self) -> dict[str, Any]:
         """The shield's record, after the episode (catches up on the last rows and makes the
@@ -561,8 +594,12 @@ class Shield:
         self._catch_up()
         if self._pending is not None:
             self._resolve()
-        return {"mode": self.cfg.mode, "horizon": self.cfg.horizon, "skipped": self.skipped,
-                **self.log.to_json()}
+        out = {"mode": self.cfg.mode, "horizon": self.cfg.horizon, "skipped": self.skipped,
+               **self.log.to_json()}
+        if self.kinematic is not None:
+            out["predictor"] = {"name": "kinematic", "margin": self.kinematic.cfg.margin,
+                                "obstacles": list(self.kinematic.obstacles)}
+        return out
 
 
 # -- scoring warnings as an early-warning detector --------------------------------------------------

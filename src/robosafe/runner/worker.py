@@ -25,7 +25,7 @@ import numpy as np
 
 from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
-from robosafe.runner.config import RunConfig
+from robosafe.runner.config import RunConfig, shield_config
 from robosafe.runner.rundir import (
     Cell,
 )
@@ -262,11 +262,10 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
         base["task_name"] = env.task_info().task_name
         policy = cell_policy(cfg, job.policy_spec)
         if cfg.shield != "off":
-            from robosafe.runner.shield import Shield, ShieldConfig
+            from robosafe.runner.shield import Shield
 
-            policy = Shield(policy, env, cell_env(job, cfg, "shadow"),
-                            ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin,
-                                         cfg.shield_candidates))
+            shadow = cell_env(job, cfg, "shadow") if cfg.shield_predictor == "sim" else None
+            policy = Shield(policy, env, shadow, shield_config(cfg))
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
