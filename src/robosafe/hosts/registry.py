@@ -18,7 +18,8 @@ from robosafe.errors import RegistryError, RobosafeError
 from robosafe.hosts.contract import HostEnv
 from robosafe.yamldata import load_yaml
 
-FEATURES = ("levels", "cost_mode", "assets", "controller", "placement_jitter", "state")
+FEATURES = ("levels", "cost_mode", "assets", "controller", "placement_jitter", "state",
+            "kinematic")
 TASK_KINDS = ("file", "id", "name")
 
 

@@ -169,9 +169,17 @@ def policy_kind(spec: str) -> str:
                         "lerobot:CHECKPOINT_DIR or ws://HOST:PORT")
 
 
-#: the scripted policy of each host's observations (default: robosafe's simulator's)
-SCRIPTED = {"libero": ("robosafe.policies.libero_scripted", "LiberoPickPlace")}
-_SCRIPTED_DEFAULT = ("robosafe.policies.scripted", "ScriptedPolicy")
+def _scripted_class(host: str) -> type:
+    """The scripted policy that reads ``host``'s observations (data/scripted.yaml)."""
+    import importlib
+    from importlib import resources
+
+    from robosafe.yamldata import load_yaml
+
+    table = load_yaml(resources.files("robosafe.policies").joinpath("data", "scripted.yaml")
+                      .read_text("utf-8"))
+    module, _, cls = table.get(host, table["default"]).partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None) -> Policy:
@@ -196,10 +204,7 @@ def make_policy(spec: str, *, host: str = "robosafe", adapter: str | None = None
 
         return LeRobotPolicy(spec.removeprefix("lerobot:"), adapter=adapter)
     if kind == "scripted":
-        import importlib
-
-        module, cls = SCRIPTED.get(host, _SCRIPTED_DEFAULT)
-        return getattr(importlib.import_module(module), cls)(style=spec.removeprefix("scripted-"))
+        return _scripted_class(host)(style=spec.removeprefix("scripted-"))
     from robosafe.policies.remote import RemotePolicy, default_adapter
 
     return RemotePolicy(spec, adapter=adapter or default_adapter(host))

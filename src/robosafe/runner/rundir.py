@@ -33,13 +33,10 @@ from typing import Any
 
 from robosafe.errors import RobosafeError
 from robosafe.outputs import LOCK_FILE, DirLock
-from robosafe.stats.outcomes import COLUMNS as OUTCOME_COLUMNS
+from robosafe.stats.outcomes import RUN_COLUMNS as COLUMNS
 from robosafe.textio import MAX_TASK_FILE
 
 FORMAT = "robosafe-run/1"
-EXTRA_COLUMNS = ("cumulative_cost", "language_level", "visual_level", "instruction",
-                 "wall_s", "note", "interventions", "shield_warnings")  # the last two: --shield
-COLUMNS = OUTCOME_COLUMNS + EXTRA_COLUMNS
 
 
 def level_of(row: dict[str, Any], key: str) -> int:

@@ -117,7 +117,7 @@ def check_host(host: str, predictor: str = "sim") -> None:
     robosuite 1.5's OSC settings: robosafe's simulator only."""
     from robosafe.hosts.registry import host_spec
 
-    if predictor == "kinematic" and host != "robosafe":
+    if predictor == "kinematic" and not host_spec(host).supports("kinematic"):
         raise RobosafeError(f"--predictor kinematic needs --host robosafe (robosafe's "
                             f"simulator); --host {host} is not supported")
     if not host_spec(host).supports("state"):
@@ -147,10 +147,6 @@ def check_tasks(tasks: dict[str, str], benchmark: str, host: str) -> None:
         if not any(monitorable(s) for s in reg.active(list(reg.specs.values()), res.tags)):
             raise RobosafeError(f"{path}: --shield: task {task_id!r} has no active safety spec "
                                 "the shield can monitor")
-
-
-def make_shield(policy: Any, env: Any, shadow: Any, cfg: ShieldConfig) -> Shield:
-    return Shield(policy, env, shadow, cfg)
 
 
 # -- the shield ------------------------------------------------------------------------------------

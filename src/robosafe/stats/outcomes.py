@@ -21,11 +21,6 @@ from robosafe.safety.registry import Registry
 from robosafe.safety.score import EpisodeScore
 from robosafe.textio import csv_reader
 
-COLUMNS = ("suite", "task_id", "task_name", "episode_idx", "instance_id", "policy_name",
-           "checkpoint_ref", "seed", "success", "num_env_steps", "error_type", "safe", "sbu",
-           "vsi", "violated_specs")
-
-
 KEY = ("suite", "task_id", "instance_id")
 REQUIRED = KEY  # plus "success" or "score"
 
@@ -367,6 +362,14 @@ class OutcomeRow:
             out[f.name] = v
         out.update(self.extra)
         return out
+
+
+#: the columns of a run's outcomes.csv, in order: OutcomeRow's fields (its error message and
+#: unknown keys aside), declared there once
+RUN_COLUMNS = tuple(f.name for f in fields(OutcomeRow) if f.name not in ("error", "extra"))
+#: the DESIGN.md outcome-row contract: the run's columns up to the safety verdicts (the rest,
+#: from cumulative_cost on, are what a runner adds)
+COLUMNS = RUN_COLUMNS[:RUN_COLUMNS.index("violated_specs") + 1]
 
 
 _PARSE: dict[str, Any] = {
