@@ -77,7 +77,7 @@ def store_result(run: RunDir, res: CellResult, get: Callable[[Any], bytes] | Non
         atomic_write_bytes(run.actions_path(res.cell), res.actions)
     if res.trace is not None:
         atomic_write_bytes(run.trace_path(res.cell), res.trace)
-    run.write_outcome(res.cell, res.row)
+    run.write_outcome(res.cell, res.row.to_json())
 
 
 def check_policy_inputs(cfg: RunConfig) -> None:
@@ -235,9 +235,10 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
                 said.add(line)
                 log.log(*line)
         store_result(run, res, get)
-        rows.append(res.row)
+        row = res.row.to_json()
+        rows.append(row)
         if on_result:
-            on_result(res.row)
+            on_result(row)
 
     try:
         RUNNERS[backend](jobs, max(1, workers), store, address=ray_address,

@@ -29,6 +29,7 @@ from robosafe.runner.config import RunConfig, shield_config
 from robosafe.runner.rundir import (
     Cell,
 )
+from robosafe.stats.outcomes import OutcomeRow, score_columns
 
 # A worker never touches the run directory: it gets everything it needs in a CellJob and hands
 # every artifact back in a CellResult, which the driver writes (DESIGN.md, Runner backends: no
@@ -70,7 +71,7 @@ class CellResult:
     backend's ``put`` made of them)."""
 
     cell: Cell
-    row: dict[str, Any]
+    row: OutcomeRow
     trace: bytes | None = None
     actions: bytes | None = None
     frames: dict[str, list[Any]] = field(default_factory=dict)
@@ -241,7 +242,6 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
     from robosafe.policies.base import play
     from robosafe.safety.registry import load_registry
     from robosafe.safety.score import score_episodes
-    from robosafe.stats.outcomes import OutcomeRow, score_columns
     from robosafe.trace.io import write_episodes
 
     cell = job.cell
@@ -253,7 +253,7 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
             "policy_name": job.policy_name, "checkpoint_ref": cfg.checkpoint_ref,
             "seed": cell.seed, "language_level": cell.language_level,
             "visual_level": cell.visual_level}
-    result = CellResult(cell, base)
+    result = CellResult(cell, OutcomeRow(**base))
     env = None
     work = _scratch() / "cells" / cell.name
     shutil.rmtree(work, ignore_errors=True)
@@ -300,7 +300,7 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
                              instruction=info["instruction"],
                              # env steps = actions taken; the trace has one more row (the
                              # reset state)
-                             num_env_steps=len(actions), note=note or None).to_json()
+                             num_env_steps=len(actions), note=note or None)
     except Exception as exc:  # noqa: BLE001 - a crashing episode is recorded, the run goes on
         detail = _run_copy_names(
             job, str(exc) if isinstance(exc, RobosafeError) else traceback.format_exc(limit=3))
@@ -308,10 +308,10 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
         steps = env.steps if env is not None else 0
         result = CellResult(cell, OutcomeRow(
             **base, success=False, num_env_steps=steps, error_type=type(exc).__name__,
-            error=redact_url(detail.strip().splitlines()[-1])).to_json())
+            error=redact_url(detail.strip().splitlines()[-1])))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result.row["wall_s"] = round(time.perf_counter() - start, 3)
+    result.row = replace(result.row, wall_s=round(time.perf_counter() - start, 3))
     return result
 
 
