@@ -123,7 +123,10 @@ def test_tier_variant_changes_verdicts(tmp_path):
 @pytest.mark.slow
 def test_specs_list_and_explain():
     rows = json.loads(run("specs", "list", "--json", "--tier", "safe").stdout)
-    assert len(rows) == 8 and {"spec_id", "stl", "vsi_severe"} <= set(rows[0])
+    # the paper's eight safe-tier specs (Table 17) and robosafe's two human-proximity ones
+    human = {r["spec_id"] for r in rows if r["spec_id"].startswith("human_")}
+    assert human == {"human_ssm_separation", "human_contact_free"}
+    assert len(rows) - len(human) == 8 and {"spec_id", "stl", "vsi_severe"} <= set(rows[0])
     data = json.loads(run("specs", "explain", "libero-goal", "task_9", "--json").stdout)
     hot = next(s for s in data["specs"] if s["spec_id"] == "held_object_tilt_world_15deg")
     assert not hot["active"] and "task_requires_extreme_tilt" in hot["invalidated_by"]
@@ -188,7 +191,7 @@ def test_unscored_episodes_warned_once_and_excluded(tmp_path):
 
 
 @pytest.mark.parametrize("argv,hint", [
-    (["run", "--polcy", "x"], "(Possible options: --policy)"),
+    (["run", "--polcy", "x"], "(Possible options: --against-policy, --policy)"),
     (["scroe", "x.jsonl"], "Did you mean 'score'?"),
     (["stats", "wilson", "3"], "Missing argument"),
 ])

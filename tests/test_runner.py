@@ -242,7 +242,7 @@ def test_workers_keep_to_the_scene_they_built():
     from robosafe.runner.worker import CellJob
 
     def job(task, ep, visual=0):
-        return CellJob("run", {}, "p", "", Cell(task, ep, ep, 0, visual))
+        return CellJob("run", None, "p", "", Cell(task, ep, ep, 0, visual))
 
     jobs = [job("a", 0), job("a", 1), job("a", 2), job("b", 0), job("b", 1), job("a", 0, 1)]
     q = _SceneQueue(jobs)

@@ -204,7 +204,7 @@ def test_a_worker_error_names_the_runs_copy_of_the_task(tmp_path):
     from robosafe.runner.worker import CellJob, _run_copy_names, _task_file
 
     temp = _task_file("x", "(define (problem x))")
-    job = CellJob(str(tmp_path / "run"), {}, "zero", "(define (problem x))",
+    job = CellJob(str(tmp_path / "run"), None, "zero", "(define (problem x))",
                   Cell("x", 0, 0, 0, 0))
     assert _run_copy_names(job, f"{temp}:3:1: expected ')'") == \
         f"{tmp_path / 'run' / 'tasks' / 'x.bddl'}:3:1: expected ')'"

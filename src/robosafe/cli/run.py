@@ -246,29 +246,22 @@ CONTROLLER = typer.Option(None, "--controller",
 
 def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
     """--controller checked before any episode runs; absent on --resume: the run's own."""
-    from robosafe.runner.config import CONTROLLERS, RunConfig
+    from robosafe.runner.config import RunConfig, check_controller, read_plan, run_host
 
     if name is None:
         if resume_dir is not None and (resume_dir / "run.json").is_file():
             from robosafe.runner.rundir import open_run
 
-            return RunConfig.from_json(open_run(resume_dir).config).controller
-        return _host(host).fixed.get("controller", RunConfig.controller)
-    if name not in CONTROLLERS:
-        fail(f"--controller: {name!r} is not one of {', '.join(CONTROLLERS)}")
-    if name == "compiled" and not _host(host).supports("controller"):
-        fail(f"--controller compiled drives robosafe's simulator; the {host} host runs its own "
-             "controller")
-    return name
+            return read_plan(open_run(resume_dir)).controller
+        return run_host(host).fixed.get("controller", RunConfig.controller)
+    return check_controller(name, host)
 
 
 def _host(host: str):
     """The registry entry of a `robosafe run` host (robosafe.hosts.registry), else one line."""
-    from robosafe.hosts.registry import host_spec, run_hosts
+    from robosafe.runner.config import run_host
 
-    if host not in run_hosts():
-        fail(f"--host: unknown host {host!r} ({' or '.join(run_hosts())})")
-    return host_spec(host)
+    return run_host(host)
 
 
 ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
@@ -281,45 +274,23 @@ ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
 
 def arena_evaluator_for(evaluator: str | None, cost_mode: str) -> str | None:
     """--arena-evaluator checked before any episode runs."""
-    from robosafe.tasks.cost import EVALUATORS
+    from robosafe.runner.config import check_arena_evaluator
 
-    if evaluator is None:
-        return None
-    if cost_mode != "vla-arena":
-        fail("--arena-evaluator applies with --cost-mode vla-arena")
-    if evaluator not in EVALUATORS:
-        fail(f"--arena-evaluator: {evaluator!r} is not one of {', '.join(EVALUATORS)}")
-    return evaluator
+    return check_arena_evaluator(evaluator, cost_mode)
 
 
 def cost_mode_for(mode: str, host: str) -> str:
     """--cost-mode checked before any episode runs."""
-    from robosafe.tasks.cost import MODES
+    from robosafe.runner.config import check_cost_mode
 
-    if mode not in MODES:
-        fail(f"--cost-mode: {mode!r} is not one of {', '.join(MODES)}")
-    if mode != "robosafe" and not _host(host).supports("cost_mode"):
-        fail(f"--cost-mode applies to CBDDL costs in robosafe's simulator; the {host} host's "
-             "tasks have none")
-    return mode
+    return check_cost_mode(mode, host)
 
 
 def asset_source(assets: str, host: str) -> str:
-    """--assets checked before any episode runs (run and collect)."""
-    if assets not in ("stand-in", "libero", "vla-arena"):
-        fail(f"--assets: {assets!r} is not stand-in, libero or vla-arena")
-    if assets != "stand-in" and not _host(host).supports("assets"):
-        fail(f"--assets chooses robosafe's own simulator assets; the {host} host always has its "
-             "own")
-    if assets == "libero":
-        from robosafe.sim.libero_assets import assets_root
+    """--assets checked before any episode runs (run, collect, suites check, tasks check)."""
+    from robosafe.runner.config import check_assets
 
-        assets_root()  # one line naming the extra, before any episode
-    if assets == "vla-arena":
-        from robosafe.sim.libero_assets import arena_root
-
-        arena_root()  # one line naming the variable, before any episode
-    return assets
+    return check_assets(assets, host)
 
 
 def tasks_below(folder: Path) -> dict[str, str]:

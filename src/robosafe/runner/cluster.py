@@ -214,10 +214,12 @@ def _remote_job(job: CellJob) -> CellResult:
 
 def run_on_ray(jobs: list[CellJob], workers: int,
                store: Callable[[CellResult, Callable[[Any], bytes]], None], *,
-               address: str | None = None, stop: Callable[[], bool] | None = None) -> Counter:
+               address: str | None = None, in_order: bool = True,
+               stop: Callable[[], bool] | None = None) -> Counter:
     """Run ``jobs`` as Ray tasks in list order, at most ``workers`` in flight; ``store`` each
     whole result on the driver. ``stop``: asked before each task starts; True starts no more
-    (those in flight finish). Returns the episodes run per node id."""
+    (those in flight finish); ``in_order`` is how Ray always starts them. Returns the episodes
+    run per node id."""
     ray = _ray()
     started = connect(ray, address, workers)
     per_node: Counter = Counter()

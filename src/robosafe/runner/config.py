@@ -12,9 +12,7 @@ from typing import Any
 from robosafe.budget import MAX_EPISODES, check_count, check_horizon, check_image_size
 from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
-from robosafe.runner.rundir import (
-    Cell,
-)
+from robosafe.runner.rundir import Cell, RunDir
 
 #: the robosafe host's arm controllers (robosafe.sim.controller.CONTROLLERS, named here so the
 #: CLI checks --controller without importing the simulator)
@@ -151,6 +149,12 @@ class RunConfig:
         return cls(**kw)
 
 
+def read_plan(run: RunDir) -> RunConfig:
+    """The run's config from its run.json, migrated (:meth:`RunConfig.from_json`): how every
+    part of the runner reads what a run evaluates."""
+    return RunConfig.from_json(run.config)
+
+
 def robosafe_version() -> str:
     try:
         return version("robosafe")
@@ -167,3 +171,83 @@ def shield_config(cfg: RunConfig) -> Any:
     return ShieldConfig(cfg.shield, cfg.shield_horizon, cfg.shield_margin, cfg.shield_candidates,
                         predictor=cfg.shield_predictor,
                         predictor_margin=cfg.shield_predictor_margin)
+
+
+# -- the host's options, checked once ---------------------------------------------------------------
+# Each run option a host may or may not take is checked here, against the host registry
+# (robosafe.hosts.data/registry.yaml: what a host supports is looked up, never branched on its
+# name), before anything is built: by `robosafe run` as the options are read, and by the driver
+# (runner.run.prepare) for every run, however it was asked for (collect, demo, the audits).
+
+ASSET_SOURCES = ("stand-in", "libero", "vla-arena")
+
+
+def run_host(host: str) -> Any:
+    """The registry entry of a `robosafe run` host (robosafe.hosts.registry), else one error."""
+    from robosafe.hosts.registry import host_spec, run_hosts
+
+    if host not in run_hosts():
+        raise RobosafeError(f"--host: unknown host {host!r} ({' or '.join(run_hosts())})")
+    return host_spec(host)
+
+
+def check_assets(assets: str, host: str) -> str:
+    """--assets: a known source the host takes, installed (one line naming the extra or the
+    variable, before any episode)."""
+    if assets not in ASSET_SOURCES:
+        raise RobosafeError(f"--assets: {assets!r} is not stand-in, libero or vla-arena")
+    if assets != "stand-in" and not run_host(host).supports("assets"):
+        raise RobosafeError(f"--assets chooses robosafe's own simulator assets; the {host} host "
+                            "always has its own")
+    if assets == "libero":
+        from robosafe.sim.libero_assets import assets_root
+
+        assets_root()
+    if assets == "vla-arena":
+        from robosafe.sim.libero_assets import arena_root
+
+        arena_root()
+    return assets
+
+
+def check_cost_mode(mode: str, host: str) -> str:
+    from robosafe.tasks.cost import MODES
+
+    if mode not in MODES:
+        raise RobosafeError(f"--cost-mode: {mode!r} is not one of {', '.join(MODES)}")
+    if mode != "robosafe" and not run_host(host).supports("cost_mode"):
+        raise RobosafeError(f"--cost-mode applies to CBDDL costs in robosafe's simulator; the "
+                            f"{host} host's tasks have none")
+    return mode
+
+
+def check_controller(name: str, host: str) -> str:
+    if name not in CONTROLLERS:
+        raise RobosafeError(f"--controller: {name!r} is not one of {', '.join(CONTROLLERS)}")
+    if name == "compiled" and not run_host(host).supports("controller"):
+        raise RobosafeError(f"--controller compiled drives robosafe's simulator; the {host} "
+                            "host runs its own controller")
+    return name
+
+
+def check_arena_evaluator(evaluator: str | None, cost_mode: str) -> str | None:
+    from robosafe.tasks.cost import EVALUATORS
+
+    if evaluator is None:
+        return None
+    if cost_mode != "vla-arena":
+        raise RobosafeError("--arena-evaluator applies with --cost-mode vla-arena")
+    if evaluator not in EVALUATORS:
+        raise RobosafeError(f"--arena-evaluator: {evaluator!r} is not one of "
+                            f"{', '.join(EVALUATORS)}")
+    return evaluator
+
+
+def check_host_options(cfg: RunConfig) -> None:
+    """The host's options of ``cfg`` (a host decides its ``fixed`` ones itself)."""
+    fixed = run_host(cfg.host).fixed
+    if "assets" not in fixed:
+        check_assets(cfg.assets, cfg.host)
+    check_cost_mode(cfg.cost_mode, cfg.host)
+    if "controller" not in fixed:
+        check_controller(cfg.controller, cfg.host)

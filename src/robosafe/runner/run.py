@@ -28,7 +28,13 @@ from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock, make_dir
 from robosafe.redact import redact_url
 from robosafe.runner.cluster import run_on_ray
-from robosafe.runner.config import RunConfig, robosafe_version, shield_config
+from robosafe.runner.config import (
+    RunConfig,
+    check_host_options,
+    read_plan,
+    robosafe_version,
+    shield_config,
+)
 from robosafe.runner.local import run_local
 from robosafe.runner.rundir import (
     Cell,
@@ -91,7 +97,7 @@ def check_policy_inputs(cfg: RunConfig) -> None:
         return
     cell = cfg.cells()[0]
     text = Path(cfg.tasks[cell.task_id]).read_text(encoding="utf-8")
-    job = CellJob("preflight", cfg.to_json(), cfg.policy, text, cell, cfg.policy)
+    job = CellJob("preflight", cfg, cfg.policy, text, cell, cfg.policy)
     policy = cell_policy(cfg, cfg.policy)
     env = cell_env(job, cfg)
     try:
@@ -108,6 +114,8 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     from robosafe.runner.shield import check_host, check_tasks
 
     check_policy_spec(cfg.policy)
+    if not resume:
+        check_host_options(cfg)
     spec = host_spec(cfg.host)
     shield_config(cfg)  # checked with the shield off too: run.json records these settings
     if cfg.shield != "off" and not resume:
@@ -137,7 +145,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
     try:
         if resume:
             run = open_run(out)
-            stored = RunConfig.from_json(run.config)
+            stored = read_plan(run)
             # compared as run.json writes them: equal settings are never "different" for a
             # formatting reason (a tuple against a list, a NaN an older run.json holds)
             if _identity_text(stored) != _identity_text(cfg):
@@ -155,7 +163,7 @@ def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[R
         lock.release()
         raise
     run.policy_spec, run.lock = cfg.policy, lock
-    return run, [c for c in RunConfig.from_json(run.config).cells() if c.name not in done]
+    return run, [c for c in read_plan(run).cells() if c.name not in done]
 
 
 def check_policy_spec(spec: str) -> None:
@@ -223,7 +231,8 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     """
     if backend not in RUNNERS:
         raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(RUNNERS)}")
-    jobs = [CellJob(str(run.path.resolve()), run.config, run.policy_name,
+    plan = read_plan(run)
+    jobs = [CellJob(str(run.path.resolve()), plan, run.policy_name,
                     run.task_file(c.task_id).read_text(encoding="utf-8"), c, run.policy_spec)
             for c in cells]
     rows = []

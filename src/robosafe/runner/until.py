@@ -411,10 +411,10 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     through ``execute`` (``runner.run.execute``, with its ``workers`` / ``backend`` /
     ``on_result`` / ``ray_address`` in ``kw``) until the plan's test decides; the record is
     written into run.json. A run decided before (``--resume``) runs nothing."""
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.config import read_plan
 
     try:
-        cfg = RunConfig.from_json(run.config)
+        cfg = read_plan(run)
         baseline = baseline_outcomes(plan, cfg) if plan.mode == "decided" else None
         tracker = Tracker(plan, run, cfg.cells(), baseline)
     except BaseException:
@@ -452,9 +452,9 @@ def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     created or continued through ``prepare``) and then by this run, until the test decides.
     The test reads the cells both runs hold, from the first on, so neither side's order of
     finishing matters; the baseline stops where this run does."""
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.config import read_plan
 
-    cfg = RunConfig.from_json(run.config)
+    cfg = read_plan(run)
     # the baseline's task files: this run's own copies (run.json names them relative to it)
     cfg_a = replace(baseline_config(cfg, plan),
                     tasks={t: str(run.task_file(t)) for t in cfg.tasks})

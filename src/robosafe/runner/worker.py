@@ -51,11 +51,12 @@ CHUNK_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class CellJob:
-    """One cell and everything a worker needs to run it: the run config (run.json), the text of
-    the cell's task file, and the key that tells the worker's cached environments apart."""
+    """One cell and everything a worker needs to run it: the run's config (typed, as run.json
+    holds it), the text of the cell's task file, and the key that tells the worker's cached
+    environments apart."""
 
     run_key: str
-    config: dict[str, Any]
+    config: RunConfig
     policy_name: str
     task_text: str
     cell: Cell
@@ -245,7 +246,7 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
     from robosafe.trace.io import write_episodes
 
     cell = job.cell
-    cfg = RunConfig.from_json(job.config)
+    cfg = job.config
     suite = cfg.suite or "tasks"
     start = time.perf_counter()
     base = {"suite": suite, "task_id": cell.task_id, "task_name": cell.task_id,
