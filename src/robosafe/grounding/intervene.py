@@ -249,6 +249,9 @@ class VLMMonitor(Monitor):
         if s.t % self.settings.every:
             return self.alarm
         if self.renderer is None:
+            from robosafe.sim.render import ensure_gl_backend
+
+            ensure_gl_backend()  # headless GL chosen before the first context, however called
             size = self.settings.image_size
             self.renderer = s.ep.mujoco.Renderer(s.ep.model, size, size)
         frames = _frames(s.t)
@@ -474,11 +477,7 @@ class InterveneResult:
 def intervene(config: InterveneConfig,
               progress: Callable[[int, int], None] | None = None) -> InterveneResult:
     """Every monitor (and the ``none`` reference) over the same seeded episodes."""
-    from robosafe.sim.render import ensure_gl_backend
-
     config.check()
-    if "vlm" in config.monitors:
-        ensure_gl_backend()
     gen = config.generate_config()
     names = ("none", *dict.fromkeys(config.monitors))
     outcomes: dict[str, list[EpisodeOutcome]] = {n: [] for n in names}
