@@ -129,14 +129,14 @@ def collect(
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.config import RunConfig, check_assets
     from robosafe.runner.rundir import open_run
 
     check_output(out, overwrite)  # before any episode runs
     tasks = select_tasks(suite, level, task_id, task)
     cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds, episodes),
                     horizon=horizon, suite=suite, images=images, record_frames=True,
-                    assets=R.asset_source(assets, "robosafe"))
+                    assets=check_assets(assets, "robosafe"))
     cfg.seed_list()  # one seed per episode, checked before anything is created
     keep = run_dir is not None
     # A fixed name (not a random temporary one): it is the state `--resume` continues.

@@ -257,40 +257,12 @@ def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
     return check_controller(name, host)
 
 
-def _host(host: str):
-    """The registry entry of a `robosafe run` host (robosafe.hosts.registry), else one line."""
-    from robosafe.runner.config import run_host
-
-    return run_host(host)
-
-
 ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
                                help="With --cost-mode vla-arena: whose episode rules give the "
                                     "reported cost: openvla (default), openvla_oft, openpi, "
                                     "univla (HazardAvoidance x 0.05 on every episode, "
                                     "--safety threshold 10) or smolvla (x 0.05 on success "
                                     "only, no threshold).")
-
-
-def arena_evaluator_for(evaluator: str | None, cost_mode: str) -> str | None:
-    """--arena-evaluator checked before any episode runs."""
-    from robosafe.runner.config import check_arena_evaluator
-
-    return check_arena_evaluator(evaluator, cost_mode)
-
-
-def cost_mode_for(mode: str, host: str) -> str:
-    """--cost-mode checked before any episode runs."""
-    from robosafe.runner.config import check_cost_mode
-
-    return check_cost_mode(mode, host)
-
-
-def asset_source(assets: str, host: str) -> str:
-    """--assets checked before any episode runs (run, collect, suites check, tasks check)."""
-    from robosafe.runner.config import check_assets
-
-    return check_assets(assets, host)
 
 
 def tasks_below(folder: Path) -> dict[str, str]:
@@ -433,7 +405,13 @@ def run(
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`). With --until it
     stops as soon as the answer is known."""
     from robosafe.policies.base import policy_kind
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.config import (
+        RunConfig,
+        check_arena_evaluator,
+        check_assets,
+        check_cost_mode,
+        run_host,
+    )
     from robosafe.runner.run import BACKENDS
 
     # every option is checked before the run directory is made: a refused run leaves nothing
@@ -464,7 +442,7 @@ def run(
         # the run copies its tasks under OUT/tasks: inside the folder, the next --task-dir
         # run of it would find them as tasks of its own
         check_outside(out, {"--task-dir folder": task_dir})
-    if _host(host).run_tasks == "files":
+    if run_host(host).run_tasks == "files":
         tasks = select_tasks(suite, level, task_id, task, task_dir)
     else:
         tasks = _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
@@ -475,15 +453,15 @@ def run(
                     visual_levels=_levels(visual_level, "--visual-level", 4),
                     horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
                     obs_adapter=obs_adapter, record_frames=record_frames,
-                    checkpoint_ref=checkpoint, assets=asset_source(assets, host),
-                    cost_mode=cost_mode_for(cost_mode, host), shield=shield,
+                    checkpoint_ref=checkpoint, assets=check_assets(assets, host),
+                    cost_mode=check_cost_mode(cost_mode, host), shield=shield,
                     shield_horizon=shield_horizon, shield_margin=shield_margin,
                     shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
                                             if c.strip()),
                     shield_predictor=predictor or "sim",
                     shield_predictor_margin=predictor_margin,
                     controller=controller_for(controller, host, out if resume else None),
-                    arena_evaluator=arena_evaluator_for(arena_evaluator, cost_mode))
+                    arena_evaluator=check_arena_evaluator(arena_evaluator, cost_mode))
     plan = until_plan(cfg, out if resume else None, until=until, against=against,
                       metric=until_metric, alpha=alpha, delta=delta, two_sided=two_sided,
                       against_policy=against_policy)
@@ -573,13 +551,14 @@ def _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_leve
     """The tasks of a host's own ``suite`` (LIBERO's, in benchmark order: ``{task_N: BDDL
     file}``), robosafe.hosts.registry.suite_tasks."""
     from robosafe.hosts.registry import suite_tasks
+    from robosafe.runner.config import run_host
 
     if task_dir is not None:
         fail(f"--task-dir selects robosafe's CBDDL tasks; with --host {host} choose --suite")
     if level is not None or task:
         fail(f"--level and --task select robosafe's CBDDL tasks; with --host {host} choose "
              "--suite and --task-id")
-    if (language_level != "0" or visual_level != "0") and not _host(host).supports("levels"):
+    if (language_level != "0" or visual_level != "0") and not run_host(host).supports("levels"):
         fail(f"--language-level / --visual-level perturb robosafe's CBDDL tasks; the {host} "
              "host runs its own protocol unchanged")
     return suite_tasks(host, suite, task_id or None)

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robosafe.cli.common import app, emit_json, fail, user_errors, warn
-from robosafe.cli.run import ASSETS, asset_source, seed_option
+from robosafe.cli.run import ASSETS, seed_option
 
 suites_app = typer.Typer(no_args_is_help=True, help="Built-in task suites: list, show, check.")
 app.add_typer(suites_app, name="suites")
@@ -102,9 +102,10 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
     suite), and that the suite's deliberate violation makes the named cost term fire. One line
     per task; exit 1 if any task fails."""
     from robosafe.runner.check import check_task, check_violation
+    from robosafe.runner.config import check_assets
     from robosafe.tasks.suites import suite_checks, suite_entries, suite_names
 
-    assets = asset_source(assets, "robosafe")
+    assets = check_assets(assets, "robosafe")
     seed_list = _check_seeds(seeds, num_seeds)
 
     rows = []

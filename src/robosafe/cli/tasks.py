@@ -20,7 +20,7 @@ from robosafe.cli.common import (
     user_errors,
     warn,
 )
-from robosafe.cli.run import ASSETS, asset_source
+from robosafe.cli.run import ASSETS
 from robosafe.errors import RobosafeError, TaskError
 
 # robosafe.tasks (numpy through the cost semantics) is imported when a tasks command runs.
@@ -104,7 +104,9 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Parse and validate task files; print what each declares (exit 2 on any error)."""
     if build:
-        assets = asset_source(assets, "robosafe")
+        from robosafe.runner.config import check_assets
+
+        assets = check_assets(assets, "robosafe")
     results, n_bad = [], 0
     for path in files:
         try:
