@@ -23,8 +23,8 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
@@ -32,8 +32,8 @@ from robosafe.tasks.suites import suite_tasks
 def collect(tasks: dict[str, str], episodes: int, horizon: int, workers: int, where: Path,
             images: bool = True, record: bool = True) -> tuple[float, Path, int]:
     """Run (+ export when recording); (episodes per minute, run directory, frames)."""
-    cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo",
-                    images=images, record_frames=record, horizon=horizon)
+    cfg = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo",
+                    images=images, record_frames=record, horizon=horizon))
     run_dir = where / f"run{workers}{'i' if images else ''}{'r' if record else ''}"
     t0 = time.perf_counter()
     run, cells = prepare(cfg, run_dir)

@@ -23,8 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robosafe.audit.shortcut import load_demos, shortcut_audit
 from robosafe.policies.probe import probe_config
-from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
@@ -56,8 +56,8 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         seeds = tuple(range(1000, 1000 + args.demos))
-        collect = RunConfig(policy="scripted-careful", tasks=tasks, episodes=args.demos,
-                            seeds=seeds, suite=args.suite, images=True, record_frames=True)
+        collect = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=args.demos,
+                            seeds=seeds, suite=args.suite, images=True, record_frames=True))
         run(collect, work / "collect", "collect")
         export_run(work / "collect", work / "demos", overwrite=True)
         phases["collect (run + export)"] = time.perf_counter() - t0
@@ -75,8 +75,8 @@ def main() -> None:
         phases[f"evaluate {len(res['checkpoints'])} checkpoint(s)"] = evals
         phases["demonstrator on the same cells"] = runs["scripted-careful"]
         t0 = time.perf_counter()
-        base = RunConfig(policy="scripted-careful", tasks=tasks, episodes=args.episodes,
-                         suite=args.suite, images=True)
+        base = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=args.episodes,
+                         suite=args.suite, images=True))
         run(base, work / "baseline", "baseline")
         baseline = time.perf_counter() - t0
     finally:

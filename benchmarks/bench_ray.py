@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from ray_loopback import LoopbackCluster
 
 from robosafe.runner import run as run_mod
-from robosafe.runner.config import RunConfig
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
@@ -41,8 +41,8 @@ def _size(res: run_mod.CellResult, get) -> int:
 
 def one_run(tasks: dict[str, str], episodes: int, horizon: int, backend: str,
             address: str | None) -> dict[str, float]:
-    cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo",
-                    horizon=horizon, images=True, image_size=128, record_frames=True)
+    cfg = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo",
+                    horizon=horizon, images=True, image_size=128, record_frames=True))
     store_s, sizes = [], []
     real = run_mod.store_result
 

@@ -24,14 +24,14 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from robosafe.hosts import recorder as rec_mod
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
-from robosafe.runner.config import RunConfig
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.sim import env as env_mod
 from robosafe.tasks.suites import suite_tasks
 
 
 def throughput(tasks: dict[str, str], episodes: int, workers: int) -> float:
-    cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo")
+    cfg = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=episodes, suite="demo"))
     with tempfile.TemporaryDirectory() as tmp:
         run, cells = prepare(cfg, Path(tmp) / "run")
         t0 = time.perf_counter()

@@ -65,13 +65,13 @@ def train_probe_checkpoint(work: Path, tasks: dict[str, str], demos: int, steps:
     task with cameras, ``steps`` training steps of probe.yaml's network, one checkpoint."""
     from robosafe.audit.shortcut import load_demos, train_probe
     from robosafe.policies.probe import probe_config
-    from robosafe.runner.config import RunConfig
     from robosafe.runner.export import export_run
+    from robosafe.runner.request import RunRequest, plan_run
     from robosafe.runner.run import execute, prepare
 
-    cfg = RunConfig(policy="scripted-careful", tasks=tasks, episodes=demos,
+    cfg = plan_run(RunRequest(policy="scripted-careful", tasks=tasks, episodes=demos,
                     seeds=tuple(range(1000, 1000 + demos)), suite="demo", images=True,
-                    record_frames=True)
+                    record_frames=True))
     run_dir, cells = prepare(cfg, work / "collect")
     execute(run_dir, cells, workers=1)
     export_run(work / "collect", work / "demos", overwrite=True)

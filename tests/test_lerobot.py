@@ -23,8 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from robosafe.errors import RobosafeError
 from robosafe.formats.lerobot import Dataset, DatasetWriter
 from robosafe.formats.traces import TRACE_COLUMN, Layout, read_traces
-from robosafe.runner.config import RunConfig
 from robosafe.runner.export import export_run
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.tasks.suites import suite_tasks
 
@@ -37,8 +37,8 @@ def run_dir(tmp_path_factory):
     """Careless scripted demos of two demo tasks with cameras: one succeeds unsafely (the vase
     moves), one succeeds safely (measured when the suite was built; asserted below)."""
     tasks = {k: str(v) for k, v in suite_tasks("demo").items() if k in TASKS}
-    cfg = RunConfig(policy="scripted-careless", tasks=tasks, episodes=1, suite="demo",
-                    images=True, record_frames=True)
+    cfg = plan_run(RunRequest(policy="scripted-careless", tasks=tasks, episodes=1, suite="demo",
+                    images=True, record_frames=True))
     path = tmp_path_factory.mktemp("lerobot") / "run"
     rd, cells = prepare(cfg, path)
     execute(rd, cells)

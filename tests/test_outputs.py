@@ -23,10 +23,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from conftest import run_robosafe as cli
 
-from robosafe.cli.run import seed_option
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
 from robosafe.redact import redact_url
+from robosafe.runner.request import seed_option
 
 pytestmark = pytest.mark.sim  # steps MuJoCo
 

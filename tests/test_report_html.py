@@ -68,7 +68,7 @@ def add_until_record(baseline: Path, run: Path) -> None:
     from robosafe.stats.ordered import order_records
 
     rd = open_run(run)
-    plan = UntilPlan("decided", "success", 0.05, 10, against=str(baseline), two_sided=False)
+    plan = UntilPlan("decided", 10, "success", 0.05, against=str(baseline), two_sided=False)
     base = [(str(i), r) for i, r in enumerate(open_run(baseline).outcomes())]
     cells = [Cell.of_row(r) for r in rd.outcomes()]
     tracker = Tracker(plan, rd, cells, {"success": order_records(str(baseline), base, False,

@@ -7,12 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import typer
 from conftest import run_robosafe
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from robosafe.cli.run import select_tasks, tasks_below
+from robosafe.errors import RobosafeError
+from robosafe.runner.request import TaskSelection, select_tasks, tasks_below
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "src/robosafe/tasks/examples"
 TASK = EXAMPLES / "libero_pick_place.bddl"
@@ -35,11 +35,11 @@ def test_every_bddl_below_sorted_with_path_ids(tmp_path):
     assert list(got) == ["a.x", "b.x", "c"]
     assert got["a.x"] == str(root / "a" / "x.bddl")
     # --task beside it: its stem is its id; a clash is one line naming both files
-    both = select_tasks(None, None, None, [TASK], root)
+    both = select_tasks(TaskSelection(files=(str(TASK),), folder=str(root)))
     assert list(both) == ["libero_pick_place", "a.x", "b.x", "c"]
     shutil.copy(TASK, root / "libero_pick_place.bddl")
-    with pytest.raises(typer.Exit):
-        select_tasks(None, None, None, [TASK], root)
+    with pytest.raises(RobosafeError, match="two tasks named libero_pick_place"):
+        select_tasks(TaskSelection(files=(str(TASK),), folder=str(root)))
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

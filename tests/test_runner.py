@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from conftest import run_robosafe as cli
 
 from robosafe.errors import RobosafeError
-from robosafe.runner.config import RunConfig
+from robosafe.runner.plan import RunPlan
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.runner.run import execute, prepare
 from robosafe.runner.rundir import COLUMNS, open_run
 from robosafe.stats.outcomes import outcome_table, pair_outcomes
@@ -30,9 +32,9 @@ TASKS = {"car": str(EXAMPLES / "pick_place_moving_car.bddl"),
          "obstacle": str(EXAMPLES / "dynamic_obstacle_cost.bddl")}
 
 
-def config(policy="random", **kw) -> RunConfig:
+def config(policy="random", **kw) -> RunPlan:
     base = {"policy": policy, "tasks": TASKS, "episodes": 2, "horizon": 8, "suite": "examples"}
-    return RunConfig(**{**base, **kw})
+    return plan_run(RunRequest(**{**base, **kw}))
 
 
 def run(cfg, path, **kw):
@@ -215,11 +217,28 @@ def test_libero_runs_record_libero_assets():
     """LIBERO's host always builds LIBERO's own scenes: run.json says "libero", also when
     the default "stand-in" was passed or an older run.json says so (resume still matches)."""
     cfg = config(host="libero", suite="libero_goal")
-    assert cfg.assets == "libero" and cfg.to_json()["assets"] == "libero"
+    assert cfg.to_json()["assets"] == "libero" and cfg.to_json()["controller"] == "robosuite"
+    assert config(host="libero", suite="libero_goal", assets="stand-in").identity() \
+        == cfg.identity()
     old = {**cfg.to_json(), "assets": "stand-in"}
-    assert RunConfig.from_json(old).assets == "libero"
-    assert RunConfig.from_json(old).identity() == cfg.identity()
-    assert config().assets == "stand-in"  # robosafe's simulator keeps its own choice
+    assert RunPlan.from_json(old).to_json()["assets"] == "libero"
+    assert RunPlan.from_json(old).identity() == cfg.identity()
+    assert config().options.assets == "stand-in"  # robosafe's simulator keeps its own choice
+    with pytest.raises(RobosafeError, match="the libero host always has its own"):
+        config(host="libero", suite="libero_goal", assets="libero")
+    with pytest.raises(RobosafeError, match="--controller compiled drives robosafe's"):
+        config(host="libero", suite="libero_goal", controller="compiled")
+
+
+def test_a_plan_round_trips_through_run_json():
+    """Every field of a plan survives run.json (RunPlan.to_json -> from_json), the host's
+    options and the shield's settings included."""
+    cfg = config(cost_mode="vla-arena", shield="filter", shield_horizon=3,
+                 shield_candidates="hold,lift", language_levels="0,2", seeds=(5, 7))
+    back = RunPlan.from_json(cfg.to_json())
+    assert back == replace(cfg, tasks=cfg.tasks)
+    assert back.options.arena_evaluator == "openvla" and back.shield.candidates == ("hold", "lift")
+    assert [c.instance_id for c in back.cells()][:2] == ["seed5-W0-V0", "seed7-W0-V0"]
 
 
 def test_recording_videos_without_pyav_fails_before_any_episode(tmp_path, monkeypatch):

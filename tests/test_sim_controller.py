@@ -14,8 +14,10 @@ from conftest import run_robosafe
 from robosafe.errors import RobosafeError
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
-from robosafe.runner.config import CONTROLLERS, RunConfig
+from robosafe.runner.plan import RunPlan
+from robosafe.runner.request import RunRequest, plan_run
 from robosafe.sim import controller as ctl
+from robosafe.sim.choices import DEFAULT_CONTROLLER
 
 pytestmark = pytest.mark.sim  # steps MuJoCo
 
@@ -137,15 +139,16 @@ def test_compiled_refuses_controller_settings_it_does_not_reproduce():
         RobosafeEnv(DEMO[0], render=False, controller="osc")
 
 
-def test_run_config_records_the_controller_and_old_runs_read_as_robosuite():
-    assert set(CONTROLLERS) == set(ctl.CONTROLLERS)
-    cfg = RunConfig(policy="zero", tasks={"t": "t.bddl"})
-    assert cfg.controller == "compiled" == ctl.DEFAULT
+def test_run_plan_records_the_controller_and_old_runs_read_as_robosuite():
+    cfg = plan_run(RunRequest(policy="zero", tasks={"t": str(DEMO[0])}))
+    assert cfg.options.controller == "compiled" == DEFAULT_CONTROLLER
     assert cfg.to_json()["controller"] == "compiled"
     old = cfg.to_json()
     del old["controller"]  # run.json written before the choice existed
-    assert RunConfig.from_json(old).controller == "robosuite"
-    assert RunConfig(policy="zero", tasks={}, host="libero").controller == "robosuite"
+    assert RunPlan.from_json(old).options.controller == "robosuite"
+    libero = plan_run(RunRequest(policy="zero", tasks={"t": str(DEMO[0])}, host="libero",
+                                 suite="libero_goal"))
+    assert libero.to_json()["controller"] == "robosuite"
 
 
 def test_cli_rejects_an_unknown_controller_in_one_line(tmp_path):

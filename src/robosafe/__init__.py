@@ -11,8 +11,9 @@ robosafe`` stays as light as the CLI's start-up):
   a :class:`CellMetrics`), :func:`metrics_output` (the App. B metrics JSON)
 - statistics: :func:`wilson_interval`, :func:`paired_wald_test` (the audit's App. C),
   :func:`cutoff_table` and :func:`classify_gain` (top-line significance cutoffs, App. C.3-C.4)
-- evaluation: :class:`RunConfig`, :func:`prepare`, :func:`execute` (a policy on tasks, into a
-  resumable run directory)
+- evaluation: :class:`RunRequest` -> :func:`plan_run` -> :class:`RunPlan` (a run's settings,
+  checked once), :func:`prepare`, :func:`execute` (a policy on tasks, into a resumable run
+  directory)
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ _API = {
     "paired_wald_test": "robosafe.stats.wald",
     "cutoff_table": "robosafe.stats.cutoffs",
     "classify_gain": "robosafe.stats.cutoffs",
-    "RunConfig": "robosafe.runner.run",
+    "RunRequest": "robosafe.runner.request",
+    "plan_run": "robosafe.runner.request",
+    "RunPlan": "robosafe.runner.plan",
     "prepare": "robosafe.runner.run",
     "execute": "robosafe.runner.run",
 }

@@ -111,8 +111,8 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
     ``out/data_source.json``)."""
     from robosafe.audit.shortcut import task_demos
     from robosafe.audit.significance import paired_outcome_test
-    from robosafe.runner.config import RunConfig
     from robosafe.runner.export import export_run
+    from robosafe.runner.request import RunRequest, plan_run
     from robosafe.runner.rundir import atomic_write
 
     n_demo = len(seeds) * per_seed
@@ -135,9 +135,10 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
     starts: dict[str, dict] = {}
     evals: list[Path] = []
     for name, src in sources.items():
-        rc = RunConfig(policy=demonstrator, tasks=tasks, episodes=n_demo, seeds=src["seeds"],
-                       suite=suite, images=True, record_frames=True, horizon=horizon,
-                       placement_jitter=src["placement_jitter"])
+        rc = plan_run(RunRequest(policy=demonstrator, tasks=tasks, episodes=n_demo,
+                                 seeds=src["seeds"], suite=suite, images=True,
+                                 record_frames=True, horizon=horizon,
+                                 placement_jitter=src["placement_jitter"]))
         collected = out / f"collect-{name}"
         run(rc, collected, f"collect {name}")
         dataset = out / f"demos-{name}"
@@ -155,9 +156,9 @@ def datasource_audit(*, tasks: dict[str, str], suite: str | None, seeds: list[in
             training = train_probe(sub, out / f"train-{where}", cfg=cfg,
                                    steps=int(cfg["steps"]), seed=seed, on_step=on_step)
             ((_, ckpt),) = training.checkpoints
-            ev = RunConfig(policy=f"probe:{ckpt}", tasks={t: tasks[t] for t in group},
-                           episodes=len(seeds), seeds=tuple(seeds), suite=suite, images=True,
-                           horizon=horizon, policy_name=f"bc-{name}")
+            ev = plan_run(RunRequest(policy=f"probe:{ckpt}", tasks={t: tasks[t] for t in group},
+                                     episodes=len(seeds), seeds=tuple(seeds), suite=suite,
+                                     images=True, horizon=horizon, policy_name=f"bc-{name}"))
             evals.append(out / f"eval-{where}")
             rows[name] += run(ev, evals[-1], f"bc-{where}")
             ckpts[label], losses[label] = str(ckpt), training.losses

@@ -335,7 +335,7 @@ def conclusion(solved: list[str], tasks: list[str]) -> str:
 
 
 # -- the audit --------------------------------------------------------------------------------
-RunFn = Callable[[Any, Path, str], list[dict[str, Any]]]  # (RunConfig, run dir, label) -> rows
+RunFn = Callable[[Any, Path, str], list[dict[str, Any]]]  # (RunPlan, run dir, label) -> rows
 
 
 def _demonstrator(policy: str | None) -> str | None:
@@ -366,7 +366,7 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
     """Train the probe on ``demos``, evaluate every checkpoint on ``tasks`` with ``seeds``
     (through ``run``, the runner), and the demonstrator on the same cells; the result document
     (also written to ``out/shortcut.json``)."""
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.request import RunRequest, plan_run
     from robosafe.runner.rundir import atomic_write
 
     unknown = sorted(set(tasks) - set(demos.tasks))
@@ -383,8 +383,9 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
     n = len(seeds)
     checkpoints = []
     for step, path in training.checkpoints:
-        rc = RunConfig(policy=f"probe:{path}", tasks=tasks, episodes=n, seeds=tuple(seeds),
-                       suite=suite, images=True, horizon=horizon, policy_name=f"probe@{step}")
+        rc = plan_run(RunRequest(policy=f"probe:{path}", tasks=tasks, episodes=n,
+                                 seeds=tuple(seeds), suite=suite, images=True, horizon=horizon,
+                                 policy_name=f"probe@{step}"))
         checkpoints.append({"step": step, "path": str(path),
                             **rates(run(rc, out / "eval" / f"step-{step:06d}", f"probe@{step}"))})
     best = max(checkpoints, key=lambda c: (c["successes"], c["step"]))
@@ -395,8 +396,8 @@ def shortcut_audit(*, tasks: dict[str, str], suite: str | None, demos: Demos, ou
         notes(f"the dataset's demonstrator ({demos.policy or 'not recorded'}) cannot be run "
               "again here: no demonstrator SR to compare with")
     else:
-        rc = RunConfig(policy=spec, tasks=tasks, episodes=n, seeds=tuple(seeds), suite=suite,
-                       horizon=horizon)
+        rc = plan_run(RunRequest(policy=spec, tasks=tasks, episodes=n, seeds=tuple(seeds),
+                                 suite=suite, horizon=horizon))
         demonstrator = {"policy": spec, **rates(run(rc, out / "eval" / "demonstrator", spec))}
     solved = solved_tasks(best, demonstrator) if demonstrator else []
     result = {

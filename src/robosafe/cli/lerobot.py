@@ -19,7 +19,7 @@ from robosafe.cli.common import (
     warn,
     workers_option,
 )
-from robosafe.cli.run import run_with_progress, seed_option, select_tasks
+from robosafe.cli.run import run_with_progress
 from robosafe.errors import RobosafeError
 
 REENCODE = typer.Option(False, "--reencode",
@@ -129,15 +129,15 @@ def collect(
     """Scripted, seeded demonstrations as a LeRobot v3.0 dataset (same task selection as
     `robosafe run`), with robosafe's safety signals and verdicts per episode."""
     from robosafe.formats.lerobot import check_output
-    from robosafe.runner.config import RunConfig, check_assets
+    from robosafe.runner.request import RunRequest, plan_run
     from robosafe.runner.rundir import open_run
 
     check_output(out, overwrite)  # before any episode runs
-    tasks = select_tasks(suite, level, task_id, task)
-    cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, seeds=seed_option(seeds, episodes),
-                    horizon=horizon, suite=suite, images=images, record_frames=True,
-                    assets=check_assets(assets, "robosafe"))
-    cfg.seed_list()  # one seed per episode, checked before anything is created
+    # every setting checked before anything is created (the episodes the plan gives are
+    # compared with an interrupted collect's on --resume)
+    plan = plan_run(RunRequest(policy=policy, tasks=R.selection(suite, level, task_id, task),
+                               episodes=episodes, seeds=seeds, horizon=horizon, images=images,
+                               record_frames=True, assets=assets))
     keep = run_dir is not None
     # A fixed name (not a random temporary one): it is the state `--resume` continues.
     where = run_dir if keep else out.absolute().parent / f".collect-{out.name}"
@@ -147,7 +147,7 @@ def collect(
         typer.echo(f"robosafe: collect --resume: keeping {kept} finished episode(s) in {where}",
                    err=True)
     quiet = as_json or not sys.stderr.isatty()
-    rows = run_with_progress(cfg, where, workers=workers, backend="local", resume=resume,
+    rows = run_with_progress(plan, where, workers=workers, backend="local", resume=resume,
                              quiet=quiet, label="collect")
     res = _export(where, out, quiet=quiet, only_safe=only_safe, overwrite=overwrite,
                   videos_asked=images)

@@ -13,7 +13,7 @@ import typer
 from robosafe.cli import run as R
 from robosafe.cli.audit import audit_app
 from robosafe.cli.common import emit_json, user_errors, workers_option
-from robosafe.cli.run import run_with_progress, seed_option, select_tasks
+from robosafe.cli.run import run_with_progress, selection
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
 
@@ -29,6 +29,8 @@ AS_JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 
 def _eval_seeds(seeds: str | None, episodes: int) -> list[int]:
     """The evaluation seeds: --seeds, one per episode, or 0..N-1 (what `run` gives any policy)."""
+    from robosafe.runner.request import seed_option
+
     seed_list = list(seed_option(seeds, episodes)) or list(range(episodes))
     if len(seed_list) != episodes:
         raise RobosafeError(f"--seeds gives {len(seed_list)} seeds for -n {episodes}")
@@ -115,8 +117,9 @@ def shortcut(
 
     cfg = probe_config(steps=steps, checkpoints=checkpoints)
     from robosafe.audit.shortcut import load_demos, shortcut_audit
+    from robosafe.runner.request import select_tasks
 
-    tasks = select_tasks(suite, level, task_id, task)
+    tasks = select_tasks(selection(suite, level, task_id, task))
     seed_list = _eval_seeds(seeds, episodes)
     quiet = _quiet(as_json)
     demo_set = load_demos(demos, cfg)
@@ -193,8 +196,9 @@ def data_source(
 
     cfg = probe_config(steps=steps)
     from robosafe.audit.datasource import datasource_audit
+    from robosafe.runner.request import select_tasks
 
-    tasks = select_tasks(suite, level, task_id, task)
+    tasks = select_tasks(selection(suite, level, task_id, task))
     bar, on_step = _trainer_bar(_quiet(as_json))
     with bar:
         res = datasource_audit(tasks=tasks, suite=suite, seeds=seed_list, per_seed=per_seed,

@@ -18,7 +18,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from robosafe.budget import MAX_EPISODES, BudgetError
 from robosafe.cli.common import (
     EXIT_USER_ERROR,
     alpha_option,
@@ -30,92 +29,33 @@ from robosafe.cli.common import (
     user_errors,
     workers_option,
 )
-from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
 
 if TYPE_CHECKING:
-    from robosafe.runner.until import UntilPlan
+    from robosafe.runner.plan import RunPlan
+    from robosafe.runner.request import TaskSelection
 
 
-def _ints(text: str, what: str, most: int, of: str) -> tuple[int, ...]:
-    """``0,1,2`` or ``0-4`` -> a tuple of ints. An empty list (``,``, ``""``) or a range that
-    runs backwards (``5-4``) is an error naming the option: taken as "no value" it used to
-    fall back to the defaults without a word. A range is counted before it is expanded: more
-    than ``most`` numbers (``of`` says what they are counted against) is refused, so
-    ``0-999999999`` costs nothing."""
-    try:
-        if "-" in text and "," not in text:
-            lo, hi = (int(x) for x in text.split("-", 1))
-            if hi < lo:
-                raise RobosafeError(f"{what}: {text!r} is an empty range (write LOW-HIGH with "
-                                    "LOW <= HIGH)")
-            _at_most(hi - lo + 1, text, what, most, of)
-            return tuple(range(lo, hi + 1))
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise RobosafeError(f"{what}: expected numbers like 0,1,2 or 0-4, got {text!r}") from None
-    if not values:
-        raise RobosafeError(f"{what}: {text!r} lists no number (expected e.g. 0,1,2 or 0-4)")
-    _at_most(len(values), text, what, most, of)
-    return values
-
-
-def _at_most(count: int, text: str, what: str, most: int, of: str) -> None:
-    if count > most:
-        raise BudgetError(f"{what}: {text!r} gives {count:,} numbers, more than {of} ({most:,})")
-
-
-def seed_option(text: str | None, episodes: int | None = None) -> tuple[int, ...]:
-    """--seeds of run and collect: () (the default 0..N-1) only when the option is absent. One
-    seed per episode (``episodes``, when known), each once."""
-    if text is None:
-        return ()
-    most, of = ((episodes, f"the episodes per task (-n {episodes})") if episodes is not None
-                else (MAX_EPISODES, "the episodes a run may hold"))
-    return _once(_ints(text, "--seeds", most, of), "--seeds", "seed",
-                 "each episode needs a seed of its own")
-
-
-def _once(values: tuple[int, ...], what: str, noun: str, why: str) -> tuple[int, ...]:
-    """``values``, refused when one is given twice: a seed or level twice is the same cells
-    twice (one instance id for two episodes), which the paired tests refuse only after the run."""
-    seen: set[int] = set()
-    for v in values:
-        if v in seen:
-            raise RobosafeError(f"{what}: {noun} {v} is given twice; {why}")
-        seen.add(v)
-    return values
-
-
-def _levels(text: str, what: str, top: int) -> tuple[int, ...]:
-    levels = _once(_ints(text, what, top + 1, f"the levels 0..{top}"), what, "level",
-                   "each level is run once")
-    bad = [v for v in levels if not 0 <= v <= top]
-    if not levels or bad:
-        raise RobosafeError(f"{what}: levels must be in 0..{top}, got {text!r}")
-    return levels
-
-
-def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: bool,
+def run_with_progress(plan: RunPlan, out: Path, *, workers: int, backend: str, resume: bool,
                       quiet: bool, label: str | None = None, lines: bool = False,
-                      ray_address: str | None = None, until=None,
+                      ray_address: str | None = None,
                       again: str = "the same command with --resume") -> list[dict]:
     """Prepare the run directory, run its cells with a progress bar, return all rows.
     ``lines``: when stderr is not a terminal (no bar), one progress line per episode there.
-    ``until`` (a runner.until.UntilPlan): stop once its test decides. Ctrl-C keeps the
+    A plan with ``until`` stops once its test decides. Ctrl-C keeps the
     finished episodes and says how many, and what continues (``again``)."""
     import time
 
     from robosafe.runner.run import execute, prepare
 
     workers = resolve_workers(workers)
-    run, cells = prepare(cfg, out, resume=resume)
-    total = len(cfg.cells())
+    run, cells = prepare(plan, out, resume=resume)
+    total = len(plan.cells())
     done_before = total - len(cells)
     wins = [0]
     start = time.monotonic()
-    name = label or redact_url(cfg.policy)
-    if cfg.images and backend == "local" and (lines or not quiet):
+    name = label or redact_url(plan.policy)
+    if plan.recording.images and backend == "local" and (lines or not quiet):
         _say_renderer()
     if lines:
         # the first episode in each worker builds the scene and can take minutes
@@ -146,6 +86,7 @@ def run_with_progress(cfg, out: Path, *, workers: int, backend: str, resume: boo
                                   soft_wrap=True, markup=False, highlight=False)
 
         try:
+            until = plan.until
             if until is None:
                 execute(run, cells, workers=workers, backend=backend, on_result=tick,
                         ray_address=ray_address)
@@ -224,15 +165,15 @@ TASK_DIR = typer.Option(None, "--task-dir",
 EPISODES = typer.Option(1, "--episodes", "-n", min=1, help="Episodes per task.")
 SEEDS = typer.Option(None, "--seeds", help="One seed per episode: 0,1,2 or 10-19 "
                                            "(default 0..N-1).")
-ASSETS = typer.Option("stand-in", "--assets",
-                      help="stand-in (procedural, built in), libero (LIBERO's own meshes for "
+ASSETS = typer.Option(None, "--assets",
+                      help="stand-in (default: procedural, built in), libero (LIBERO's own meshes for "
                            "the categories they cover; the libero-assets extra) or vla-arena "
                            "(VLA-Arena's asset files: $ROBOSAFE_VLA_ARENA_ASSETS or the "
                            "installed vla_arena's).")
 
 
-COST_MODE = typer.Option("robosafe", "--cost-mode",
-                         help="robosafe (every listed term counts, terminal costs on every "
+COST_MODE = typer.Option(None, "--cost-mode",
+                         help="robosafe (default: every listed term counts, terminal costs on every "
                               "episode) or vla-arena (VLA-Arena's own accounting, episode "
                               "length and cost scale, to compare with its leaderboard).")
 
@@ -244,19 +185,6 @@ CONTROLLER = typer.Option(None, "--controller",
                                "the run's.")
 
 
-def controller_for(name: str | None, host: str, resume_dir: Path | None) -> str:
-    """--controller checked before any episode runs; absent on --resume: the run's own."""
-    from robosafe.runner.config import RunConfig, check_controller, read_plan, run_host
-
-    if name is None:
-        if resume_dir is not None and (resume_dir / "run.json").is_file():
-            from robosafe.runner.rundir import open_run
-
-            return read_plan(open_run(resume_dir)).controller
-        return run_host(host).fixed.get("controller", RunConfig.controller)
-    return check_controller(name, host)
-
-
 ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
                                help="With --cost-mode vla-arena: whose episode rules give the "
                                     "reported cost: openvla (default), openvla_oft, openpi, "
@@ -265,49 +193,13 @@ ARENA_EVALUATOR = typer.Option(None, "--arena-evaluator",
                                     "only, no threshold).")
 
 
-def tasks_below(folder: Path) -> dict[str, str]:
-    """task_id -> file for every ``*.bddl`` below ``folder``, sorted by path. The id is the
-    path below the folder without the suffix, '.' for '/': VLA-Arena's levels reuse file
-    names, so a stem alone would not tell them apart."""
-    if not folder.is_dir():
-        fail(f"--task-dir: {folder} is not a folder")
-    files = sorted(p for p in folder.rglob("*.bddl") if p.is_file())
-    if not files:
-        fail(f"--task-dir: no *.bddl file below {folder}")
-    tasks: dict[str, str] = {}
-    for p in files:
-        name = ".".join(p.relative_to(folder).with_suffix("").parts)
-        if name in tasks:  # a/x.bddl and a.x.bddl: one id, and one of them would not run
-            fail(f"two tasks named {name}: {tasks[name]} and {p}")
-        tasks[name] = str(p)
-    return tasks
+def selection(suite: str | None, level: int | None, task_id: list[str] | None,
+              task: list[Path] | None, task_dir: Path | None = None) -> TaskSelection:
+    """The task options of run and collect as a request's selection."""
+    from robosafe.runner.request import TaskSelection
 
-
-def select_tasks(suite: str | None, level: int | None, task_id: list[str] | None,
-                 task: list[Path] | None, task_dir: Path | None = None) -> dict[str, str]:
-    """task_id -> task file from --suite/--level/--task-id, --task and --task-dir (run and
-    collect)."""
-    from robosafe.tasks.suites import suite_tasks
-
-    tasks: dict[str, str] = {}
-    if suite:
-        chosen = {k: str(v) for k, v in suite_tasks(suite, level).items()}
-        unknown = sorted(set(task_id or ()) - set(chosen))
-        if unknown:
-            fail(f"--task-id: {', '.join(unknown)} not in suite {suite}"
-                 + (f" level L{level}" if level is not None else ""))
-        tasks.update({k: v for k, v in chosen.items() if not task_id or k in task_id})
-    elif level is not None or task_id:
-        fail("--level and --task-id select tasks of a --suite")
-    named = [(t.stem, str(t)) for t in task or []]
-    named += list(tasks_below(task_dir).items()) if task_dir is not None else []
-    for name, path in named:
-        if name in tasks:
-            fail(f"two tasks named {name}: {tasks[name]} and {path}")
-        tasks[name] = path
-    if not tasks:
-        fail("nothing to run: give --suite NAME, --task FILE or --task-dir DIR")
-    return tasks
+    return TaskSelection(suite, level, tuple(task_id or ()), tuple(str(t) for t in task or ()),
+                         None if task_dir is None else str(task_dir))
 
 
 @app.command("run")
@@ -331,8 +223,10 @@ def run(
     cost_mode: str = COST_MODE,
     controller: str = CONTROLLER,
     arena_evaluator: str = ARENA_EVALUATOR,
-    language_level: str = typer.Option("0", "--language-level", help="W0-W4, e.g. 0 or 0-4."),
-    visual_level: str = typer.Option("0", "--visual-level", help="V0-V4, e.g. 0 or 0,2,4."),
+    language_level: str = typer.Option(None, "--language-level",
+                                       help="W0-W4, e.g. 0 (default) or 0-4."),
+    visual_level: str = typer.Option(None, "--visual-level",
+                                     help="V0-V4, e.g. 0 (default) or 0,2,4."),
     horizon: int = typer.Option(None, help="Steps per episode (default: the task's 30 s)."),
     images: bool = typer.Option(None, "--images/--no-images",
                                 help="Render camera images (default: for ws://, probe: and lerobot: "
@@ -358,16 +252,19 @@ def run(
                                          "$RAY_ADDRESS; none: a private one on this machine)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     checkpoint: str = typer.Option("", "--checkpoint-ref", help="Recorded in outcome rows."),
-    shield: str = typer.Option("off", "--shield",
-                               help="off | monitor (warn of predicted spec violations) | "
+    shield: str = typer.Option(None, "--shield",
+                               help="off (default) | monitor (warn of predicted spec violations) | "
                                     "filter (replace unsafe actions); robosafe host only."),
-    shield_horizon: int = typer.Option(5, "--shield-horizon",
-                                       help="Control steps the shield predicts ahead."),
-    shield_margin: float = typer.Option(0.0, "--shield-margin",
-                                        help="filter: act when a predicted margin is below this."),
-    shield_candidates: str = typer.Option("scale,lift,hold,retreat,open", "--shield-candidates",
-                                          help="filter: replacement actions to try (also "
-                                               "side: the motion turned 45 / 90 degrees)."),
+    shield_horizon: int = typer.Option(None, "--shield-horizon",
+                                       help="Control steps the shield predicts ahead "
+                                            "(default 5)."),
+    shield_margin: float = typer.Option(None, "--shield-margin",
+                                        help="filter: act when a predicted margin is below this "
+                                             "(default 0)."),
+    shield_candidates: str = typer.Option(None, "--shield-candidates",
+                                          help="filter: replacement actions to try (default "
+                                               "scale,lift,hold,retreat,open; also side: the "
+                                               "motion turned 45 / 90 degrees)."),
     until: str = typer.Option(None, "--until",
                               help="Stop early: 'decided' (with --against: once the "
                                    "anytime-valid paired test decides better, worse or not "
@@ -404,14 +301,7 @@ def run(
     """Evaluate a policy on tasks, N episodes each; writes a resumable run directory (score it
     with `robosafe score RUN_DIR`, report it with `robosafe report RUN_DIR`). With --until it
     stops as soon as the answer is known."""
-    from robosafe.policies.base import policy_kind
-    from robosafe.runner.config import (
-        RunConfig,
-        check_arena_evaluator,
-        check_assets,
-        check_cost_mode,
-        run_host,
-    )
+    from robosafe.runner.request import RunRequest, UntilRequest, plan_run
     from robosafe.runner.run import BACKENDS
 
     # every option is checked before the run directory is made: a refused run leaves nothing
@@ -424,58 +314,25 @@ def run(
         from robosafe.runner.cluster import preflight
 
         preflight(ray_address)
-    # policies that look at cameras (a server's VLA, a probe) get images unless told otherwise
-    uses_images = (policy_kind(policy) in ("remote", "probe", "lerobot") if images is None
-                   else images)
-    if predictor is not None and shield == "off":
-        fail("--predictor needs --shield")
-    if predictor_margin is not None and predictor != "kinematic":
-        fail("--predictor-margin needs --predictor kinematic")
-    if shield != "off" and not resume:
-        from robosafe.runner.shield import check_host
-
-        # before the host's tasks are looked up (LIBERO's import takes time)
-        check_host(host, predictor or "sim")
-    if task_dir is not None:
-        from robosafe.outputs import check_outside
-
-        # the run copies its tasks under OUT/tasks: inside the folder, the next --task-dir
-        # run of it would find them as tasks of its own
-        check_outside(out, {"--task-dir folder": task_dir})
-    if run_host(host).run_tasks == "files":
-        tasks = select_tasks(suite, level, task_id, task, task_dir)
-    else:
-        tasks = _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
-                                  visual_level)
-    cfg = RunConfig(policy=policy, tasks=tasks, host=host, episodes=episodes,
-                    seeds=seed_option(seeds, episodes),
-                    language_levels=_levels(language_level, "--language-level", 4),
-                    visual_levels=_levels(visual_level, "--visual-level", 4),
-                    horizon=horizon, suite=suite, images=uses_images, image_size=image_size,
-                    obs_adapter=obs_adapter, record_frames=record_frames,
-                    checkpoint_ref=checkpoint, assets=check_assets(assets, host),
-                    cost_mode=check_cost_mode(cost_mode, host), shield=shield,
-                    shield_horizon=shield_horizon, shield_margin=shield_margin,
-                    shield_candidates=tuple(c.strip() for c in shield_candidates.split(",")
-                                            if c.strip()),
-                    shield_predictor=predictor or "sim",
-                    shield_predictor_margin=predictor_margin,
-                    controller=controller_for(controller, host, out if resume else None),
-                    arena_evaluator=check_arena_evaluator(arena_evaluator, cost_mode))
-    plan = until_plan(cfg, out if resume else None, until=until, against=against,
-                      metric=until_metric, alpha=alpha, delta=delta, two_sided=two_sided,
-                      against_policy=against_policy)
-    if plan is not None:
-        from dataclasses import replace
-
-        cfg = replace(cfg, until=plan.to_dict())
+    plan = plan_run(RunRequest(
+        policy=policy, tasks=selection(suite, level, task_id, task, task_dir), host=host,
+        episodes=episodes, seeds=seeds, language_levels=language_level,
+        visual_levels=visual_level, horizon=horizon, images=images, image_size=image_size,
+        obs_adapter=obs_adapter, record_frames=record_frames, checkpoint_ref=checkpoint,
+        assets=assets, cost_mode=cost_mode, controller=controller,
+        arena_evaluator=arena_evaluator, shield=shield, shield_horizon=shield_horizon,
+        shield_margin=shield_margin, shield_candidates=shield_candidates, predictor=predictor,
+        predictor_margin=predictor_margin,
+        until=UntilRequest(until, None if against is None else str(against), until_metric,
+                           alpha, delta, two_sided, against_policy),
+        out=out, resume=resume))
     quiet = as_json or not sys.stderr.isatty()
-    rows = run_with_progress(cfg, out, workers=workers, backend=backend, resume=resume,
+    rows = run_with_progress(plan, out, workers=workers, backend=backend, resume=resume,
                              quiet=quiet, lines=not as_json and not sys.stderr.isatty(),
-                             ray_address=ray_address, until=plan)
+                             ray_address=ray_address)
     s = summarize(rows)
     record = None
-    if plan is not None:
+    if plan.until is not None:
         from robosafe.runner.rundir import open_run
         from robosafe.runner.until import read_record
 
@@ -498,70 +355,6 @@ def run(
                    f"(error_type / error in {out / 'outcomes.csv'}); finished episodes are "
                    "kept and --resume runs the crashed ones again", err=True)
         raise typer.Exit(EXIT_USER_ERROR)
-
-
-def until_plan(cfg, resume_dir: Path | None, *, until: str | None, against: Path | None,
-               metric: str | None, alpha: float | None, delta: float | None,
-               two_sided: bool | None, against_policy: str | None = None
-               ) -> UntilPlan | None:
-    """The --until plan (runner.until.UntilPlan), checked before any episode runs: the options
-    themselves, the budget against the smallest sample that can decide, and the baseline run
-    against the run asked for. Absent on --resume: the run's own plan, if it has one."""
-    from robosafe.runner.until import UntilPlan, parse_until
-
-    if until is None:
-        given = [name for name, v in (("--against", against), ("--until-metric", metric),
-                                      ("--against-policy", against_policy),
-                                      ("--alpha", alpha), ("--delta", delta),
-                                      ("--two-sided/--one-sided", two_sided)) if v is not None]
-        if given and resume_dir is None:
-            fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
-        if resume_dir is not None and (resume_dir / "run.json").is_file():
-            from robosafe.runner.rundir import open_run
-
-            stored = open_run(resume_dir).config.get("until")
-            if stored and not given:
-                plan = UntilPlan.from_dict(stored)
-                _check_baseline(plan, cfg)  # still there, still the same cells
-                return plan
-            if given:
-                fail(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} with --until")
-        return None
-    mode, width = parse_until(until)
-    plan = UntilPlan(mode=mode, metric=metric or "success",
-                     alpha=0.05 if alpha is None else alpha, budget=len(cfg.cells()),
-                     against=None if against is None else str(against.resolve()), width=width,
-                     delta=delta, two_sided=True if two_sided is None else two_sided,
-                     baseline_policy=against_policy)
-    _check_baseline(plan, cfg)
-    return plan
-
-
-def _check_baseline(plan: UntilPlan, cfg) -> None:
-    from robosafe.runner.until import baseline_outcomes, check_alongside
-
-    if plan.baseline_policy is not None:
-        check_alongside(plan, cfg)
-    elif plan.mode == "decided":
-        baseline_outcomes(plan, cfg)
-
-
-def _host_suite_tasks(host, suite, task_id, level, task, task_dir, language_level,
-                      visual_level) -> dict[str, str]:
-    """The tasks of a host's own ``suite`` (LIBERO's, in benchmark order: ``{task_N: BDDL
-    file}``), robosafe.hosts.registry.suite_tasks."""
-    from robosafe.hosts.registry import suite_tasks
-    from robosafe.runner.config import run_host
-
-    if task_dir is not None:
-        fail(f"--task-dir selects robosafe's CBDDL tasks; with --host {host} choose --suite")
-    if level is not None or task:
-        fail(f"--level and --task select robosafe's CBDDL tasks; with --host {host} choose "
-             "--suite and --task-id")
-    if (language_level != "0" or visual_level != "0") and not run_host(host).supports("levels"):
-        fail(f"--language-level / --visual-level perturb robosafe's CBDDL tasks; the {host} "
-             "host runs its own protocol unchanged")
-    return suite_tasks(host, suite, task_id or None)
 
 
 DEMO_POLICIES = ("scripted-careful", "scripted-careless")
@@ -602,7 +395,7 @@ def demo(
     """Run the built-in demo suite with a careful and a careless scripted policy, score and
     store both, and write an HTML report: success does not imply safety."""
     from robosafe.report.html import write_report
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.request import RunRequest, plan_run
     from robosafe.runner.store import Store
     from robosafe.tasks.suites import suite_tasks
 
@@ -610,10 +403,11 @@ def demo(
     quiet = as_json or not sys.stderr.isatty()
     summaries, dirs = {}, []
     for policy in DEMO_POLICIES:
-        cfg = RunConfig(policy=policy, tasks=tasks, episodes=episodes, suite="demo")
         run_dir = out / policy
         resume = _reuse(run_dir, fresh)
-        rows = run_with_progress(cfg, run_dir, workers=workers, backend="local",
+        plan = plan_run(RunRequest(policy=policy, tasks=tasks, episodes=episodes, suite="demo",
+                                   out=run_dir, resume=resume))
+        rows = run_with_progress(plan, run_dir, workers=workers, backend="local",
                                  resume=resume, quiet=quiet, label=policy,
                                  lines=not as_json and not sys.stderr.isatty(),
                                  again="the same command")

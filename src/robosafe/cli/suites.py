@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from robosafe.cli.common import app, emit_json, fail, user_errors, warn
-from robosafe.cli.run import ASSETS, seed_option
+from robosafe.cli.run import ASSETS
 
 suites_app = typer.Typer(no_args_is_help=True, help="Built-in task suites: list, show, check.")
 app.add_typer(suites_app, name="suites")
@@ -82,6 +82,8 @@ def _check_seeds(seeds: str | None, num_seeds: int) -> tuple[int, ...]:
         warn(f"--seeds {count} as a count is deprecated; use --num-seeds {count} (or --seeds "
              f"0-{count - 1}); in the next release --seeds {count} means the one seed {count}")
         return tuple(range(count))
+    from robosafe.runner.request import seed_option
+
     return seed_option(seeds)
 
 
@@ -101,11 +103,11 @@ def check(suites: list[str] = typer.Argument(None, help="Suites (default: all)."
     """Check every task: placement over seeds, rendering, the policy on L0 (and on the demo
     suite), and that the suite's deliberate violation makes the named cost term fire. One line
     per task; exit 1 if any task fails."""
+    from robosafe.hosts.options import OptionRequest, SimOptions
     from robosafe.runner.check import check_task, check_violation
-    from robosafe.runner.config import check_assets
     from robosafe.tasks.suites import suite_checks, suite_entries, suite_names
 
-    assets = check_assets(assets, "robosafe")
+    assets = SimOptions.build(OptionRequest(assets=assets), {}).assets
     seed_list = _check_seeds(seeds, num_seeds)
 
     rows = []

@@ -104,9 +104,9 @@ def check(files: list[Path] = typer.Argument(..., help="CBDDL task files."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Parse and validate task files; print what each declares (exit 2 on any error)."""
     if build:
-        from robosafe.runner.config import check_assets
+        from robosafe.hosts.options import OptionRequest, SimOptions
 
-        assets = check_assets(assets, "robosafe")
+        assets = SimOptions.build(OptionRequest(assets=assets), {}).assets
     results, n_bad = [], 0
     for path in files:
         try:

@@ -9,17 +9,17 @@ module imports no simulator: a host's module is imported when its first env is m
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from robosafe.errors import RegistryError, RobosafeError
 from robosafe.hosts.contract import HostEnv
+from robosafe.hosts.options import HostOptions
 from robosafe.yamldata import load_yaml
 
-FEATURES = ("levels", "cost_mode", "assets", "controller", "placement_jitter", "state",
-            "kinematic")
+FEATURES = ("levels", "placement_jitter", "state", "kinematic")
 TASK_KINDS = ("file", "id", "name")
 
 
@@ -33,9 +33,9 @@ class HostSpec:
     task: str
     benchmark: str | None = None
     run_tasks: str | None = None
+    run_options: str = "robosafe.hosts.options:HostOptions"
     options: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
-    fixed: dict[str, str] = field(default_factory=dict)
     needs_suite: bool = False
 
     def supports(self, feature: str) -> bool:
@@ -44,8 +44,12 @@ class HostSpec:
         return feature in self.features
 
     def select(self, options: dict[str, Any]) -> dict[str, Any]:
-        """The run options this host's env takes, of ``options`` (the others are not its)."""
+        """The per-episode keywords this host's env takes, of ``options``."""
         return {k: v for k, v in options.items() if k in self.options}
+
+    def options_class(self) -> type[HostOptions]:
+        """The class of this host's own run options (robosafe.hosts.options; light to import)."""
+        return _load(self.run_options)
 
 
 def _load(obj: str) -> Any:
@@ -67,9 +71,11 @@ def hosts() -> dict[str, HostSpec]:
         except TypeError as exc:
             raise RegistryError(f"{where}: {exc}") from None
         bad = [f for f in spec.features if f not in FEATURES]
-        if spec.task not in TASK_KINDS or bad or ":" not in spec.env:
+        if (spec.task not in TASK_KINDS or bad or ":" not in spec.env
+                or not spec.run_options.startswith("robosafe.hosts.options:")):
             raise RegistryError(f"{where}: task must be one of {', '.join(TASK_KINDS)}, "
-                                f"features of {', '.join(FEATURES)}, env module:Class")
+                                f"features of {', '.join(FEATURES)}, env module:Class, "
+                                "run_options robosafe.hosts.options:Class")
         out[name] = spec
     return out
 

@@ -29,7 +29,7 @@ from typing import Any
 from robosafe.errors import RobosafeError
 from robosafe.log import NOTE
 from robosafe.redact import redact_url
-from robosafe.runner.config import robosafe_version
+from robosafe.runner.plan import robosafe_version
 from robosafe.runner.worker import CellJob, CellResult, release_scratch, run_job
 
 log = logging.getLogger(__name__)

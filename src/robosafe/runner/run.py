@@ -1,17 +1,17 @@
 """Evaluate a policy on tasks: episodes x seeds x perturbation levels.
 
 Each cell (task, episode index -> seed, language level W, visual level V) is one episode. Seeds
-are fixed by the run config, so two policies evaluated with the same config see the same
+are fixed by the run plan, so two policies evaluated with the same plan see the same
 initial states, perturbations and instructions (paired comparisons need that). A worker runs
 the episode, writes its trace, scores it and writes its outcome row, each file atomically, so
 a killed run loses at most the episodes in flight and ``resume`` runs exactly the cells that
 have no outcome. A crashing episode gets a row with its ``error_type`` and the run goes on.
 
-The driver (this module) checks the request, prepares the run directory and hands the cells to
+The driver (this module) takes a checked plan (:mod:`robosafe.runner.request` makes it from a
+request, :mod:`robosafe.runner.plan` is its type), prepares the run directory and hands the cells to
 a backend from :data:`RUNNERS`: ``local`` (:mod:`robosafe.runner.local`, a process pool) or
 ``ray`` (:mod:`robosafe.runner.cluster`, the same worker function as Ray tasks, for clusters;
-``pip install robosafe[ray]``). The config is :mod:`robosafe.runner.config`, the episode
-:mod:`robosafe.runner.worker`.
+``pip install robosafe[ray]``). The episode is :mod:`robosafe.runner.worker`.
 """
 
 from __future__ import annotations
@@ -28,22 +28,14 @@ from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock, make_dir
 from robosafe.redact import redact_url
 from robosafe.runner.cluster import run_on_ray
-from robosafe.runner.config import (
-    RunConfig,
-    check_host_options,
-    read_plan,
-    robosafe_version,
-    shield_config,
-)
 from robosafe.runner.local import run_local
+from robosafe.runner.plan import RunPlan, robosafe_version
 from robosafe.runner.rundir import (
     Cell,
     RunDir,
     atomic_write_bytes,
-    config_text,
     create_run,
     open_run,
-    task_texts,
 )
 from robosafe.runner.worker import (
     CellJob,
@@ -86,20 +78,20 @@ def store_result(run: RunDir, res: CellResult, get: Callable[[Any], bytes] | Non
     run.write_outcome(res.cell, res.row.to_json())
 
 
-def check_policy_inputs(cfg: RunConfig) -> None:
+def check_policy_inputs(plan: RunPlan) -> None:
     """A learned policy that reads named inputs (``lerobot:DIR``) loads, and every input it
     reads can be made from the host's first observation of the run's first cell: one error
     naming both sides before any episode, rather than the same error in every episode. The
     policy stays cached for this process's episodes; the scene is closed."""
     from robosafe.policies.base import policy_kind
 
-    if policy_kind(cfg.policy) != "lerobot" or not cfg.tasks:
+    if policy_kind(plan.policy) != "lerobot" or not plan.tasks:
         return
-    cell = cfg.cells()[0]
-    text = Path(cfg.tasks[cell.task_id]).read_text(encoding="utf-8")
-    job = CellJob("preflight", cfg, cfg.policy, text, cell, cfg.policy)
-    policy = cell_policy(cfg, cfg.policy)
-    env = cell_env(job, cfg)
+    cell = plan.cells()[0]
+    text = Path(plan.tasks[cell.task_id]).read_text(encoding="utf-8")
+    job = CellJob("preflight", plan, plan.policy, text, cell, plan.policy)
+    policy = cell_policy(plan, plan.policy)
+    env = cell_env(job)
     try:
         obs, _ = env.reset(seed=cell.seed)
         policy.check(obs, env.task_info().to_dict())
@@ -107,114 +99,35 @@ def check_policy_inputs(cfg: RunConfig) -> None:
         drop_env(env)
 
 
-def prepare(cfg: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[RunDir, list[Cell]]:
-    """Create (or reopen with ``resume``) the run directory; the cells still to run. The
-    directory is locked from here until :func:`execute` ends (one writer per run directory)."""
-    from robosafe.hosts.registry import host_spec
-    from robosafe.runner.shield import check_host, check_tasks
-
-    check_policy_spec(cfg.policy)
-    if not resume:
-        check_host_options(cfg)
-    spec = host_spec(cfg.host)
-    shield_config(cfg)  # checked with the shield off too: run.json records these settings
-    if cfg.shield != "off" and not resume:
-        check_host(cfg.host, cfg.shield_predictor)
-        check_tasks(cfg.tasks, cfg.suite or spec.benchmark, cfg.host)
-    if cfg.placement_jitter and (not spec.supports("placement_jitter")
-                                 or len(cfg.placement_jitter) != 2):
-        raise RobosafeError("placement jitter is (xy metres, yaw degrees) and needs robosafe's "
-                            "simulator")
-    if cfg.obs_adapter is not None:
-        from robosafe.policies.remote import check_adapter
-
-        check_adapter(cfg.obs_adapter)
-    if cfg.images and cfg.record_frames:
-        from robosafe.formats.video import require_video
-
-        require_video()
+def prepare(plan: RunPlan, out: str | Path, *, resume: bool = False
+            ) -> tuple[RunDir, list[Cell]]:
+    """Create (or reopen with ``resume``) the run directory of ``plan`` (checked: made by
+    robosafe.runner.request.plan_run); the cells still to run. The directory is locked from
+    here until :func:`execute` ends (one writer per run directory)."""
     out = Path(out)
     if resume:
         open_run(out)  # a clear error before anything is locked or created
-    else:
-        cfg.seed_list()
-        check_task_files(cfg)
-        config_text(cfg.to_json())
-    check_policy_inputs(cfg)
+    check_policy_inputs(plan)
     lock = DirLock.acquire(make_dir(out), "run directory")
     try:
         if resume:
             run = open_run(out)
-            stored = read_plan(run)
-            # compared as run.json writes them: equal settings are never "different" for a
-            # formatting reason (a tuple against a list, a NaN an older run.json holds)
-            if _identity_text(stored) != _identity_text(cfg):
+            if run.plan.identity_text() != plan.identity_text():
                 raise RobosafeError(f"{out}: --resume with a different configuration than the "
                                     "run was started with (policy, tasks, episodes, seeds, "
                                     "levels or --until)")
         else:
-            config = {**cfg.to_json(), "policy_name": redact_url(cfg.policy_name or cfg.policy),
+            config = {**plan.to_json(), "policy_name": redact_url(plan.policy_name or plan.policy),
                       "robosafe_version": robosafe_version(),
                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            config["tasks"] = {t: f"tasks/{t}.bddl" for t in cfg.tasks}
-            run = create_run(out, config, {t: Path(p) for t, p in cfg.tasks.items()})
+            config["tasks"] = {t: f"tasks/{t}.bddl" for t in plan.tasks}
+            run = create_run(out, config, {t: Path(p) for t, p in plan.tasks.items()})
         done = run.done()
     except BaseException:
         lock.release()
         raise
-    run.policy_spec, run.lock = cfg.policy, lock
-    return run, [c for c in read_plan(run).cells() if c.name not in done]
-
-
-def check_policy_spec(spec: str) -> None:
-    """The policy spec checked in the driver, before the run directory exists, as far as that
-    costs nothing: its kind, a replay file's actions, a server URL's host and port. Found by
-    the workers, each would be a crashed episode of a run that had to be removed first."""
-    from urllib.parse import urlsplit
-
-    from robosafe.policies.base import ReplayPolicy, policy_kind
-
-    kind = policy_kind(spec)
-    if kind == "replay":
-        ReplayPolicy(spec.removeprefix("replay:"))
-    elif kind == "lerobot":
-        from robosafe.policies.lerobot import read_checkpoint
-
-        read_checkpoint(spec.removeprefix("lerobot:"))
-    elif kind == "remote":
-        try:
-            url = urlsplit(spec)
-            ok = bool(url.hostname) and url.port is not None
-        except ValueError:  # a port that is not a number in 0..65535
-            ok = False
-        if not ok:
-            raise RobosafeError(f"--policy {redact_url(spec)!r}: expected ws://HOST:PORT or "
-                                "wss://HOST:PORT with a port in 1..65535")
-
-
-def check_task_files(cfg: RunConfig) -> None:
-    """Every task file of the run read (and, for a host that runs task files, parsed and
-    validated) in the driver, before the run directory exists: an error names the user's
-    file, where a worker's would name its own temporary copy and leave a half-made run."""
-    from robosafe.hosts.registry import host_spec
-
-    if host_spec(cfg.host).task == "file":
-        from robosafe.tasks.parser import parse_file
-        from robosafe.tasks.validate import validate_task
-
-        for path in cfg.tasks.values():
-            if not Path(path).is_file():
-                raise RobosafeError(f"task file not found: {path}")
-            errors = validate_task(parse_file(path), str(path))
-            if errors:
-                raise errors[0]
-    task_texts(cfg.tasks)
-
-
-def _identity_text(cfg: RunConfig) -> str:
-    import json
-
-    return json.dumps(cfg.identity(), sort_keys=True, default=str)
+    run.policy_spec, run.lock = plan.policy, lock
+    return run, [c for c in run.plan.cells() if c.name not in done]
 
 
 def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = "local",
@@ -231,7 +144,7 @@ def execute(run: RunDir, cells: list[Cell], *, workers: int = 1, backend: str = 
     """
     if backend not in RUNNERS:
         raise RobosafeError(f"unknown backend {backend!r}; use {' or '.join(RUNNERS)}")
-    plan = read_plan(run)
+    plan = run.plan
     jobs = [CellJob(str(run.path.resolve()), plan, run.policy_name,
                     run.task_file(c.task_id).read_text(encoding="utf-8"), c, run.policy_spec)
             for c in cells]

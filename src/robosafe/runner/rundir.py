@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -33,48 +32,13 @@ from typing import Any
 
 from robosafe.errors import RobosafeError
 from robosafe.outputs import LOCK_FILE, DirLock
+from robosafe.runner.plan import Cell, RunPlan, config_text
 from robosafe.stats.outcomes import RUN_COLUMNS as COLUMNS
 from robosafe.textio import MAX_TASK_FILE
 
 FORMAT = "robosafe-run/1"
-
-
-def level_of(row: dict[str, Any], key: str) -> int:
-    """A perturbation level column of an outcome row (empty = 0)."""
-    try:
-        return int(row.get(key) or 0)
-    except (TypeError, ValueError):
-        raise RobosafeError(f"outcome row {row.get('task_id')!r} episode "
-                            f"{row.get('episode_idx')!r}: {key} {row.get(key)!r} is not an "
-                            "integer level") from None
-
-
-@dataclass(frozen=True)
-class Cell:
-    task_id: str
-    episode_idx: int
-    seed: int
-    language_level: int = 0
-    visual_level: int = 0
-
-    @classmethod
-    def of_row(cls, row: dict[str, Any]) -> Cell:
-        """The cell an outcome row belongs to; one error line if the row cannot say."""
-        try:
-            return cls(str(row["task_id"]), int(row["episode_idx"]), int(row["seed"]),
-                       level_of(row, "language_level"), level_of(row, "visual_level"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RobosafeError(f"outcome row {row!r:.120}: cannot locate its episode "
-                                f"({exc!r})") from None
-
-    @property
-    def instance_id(self) -> str:
-        return f"seed{self.seed}-W{self.language_level}-V{self.visual_level}"
-
-    @property
-    def name(self) -> str:
-        return (f"{self.task_id}__ep{self.episode_idx:03d}__W{self.language_level}"
-                f"V{self.visual_level}")
+#: run.json's fields that are the plan's (RunPlan.to_json)
+_PLAN_KEYS = frozenset(RunPlan(policy="", tasks={}).to_json())
 
 
 def atomic_write(path: Path, text: str, *, newline: str | None = None) -> None:
@@ -105,11 +69,31 @@ def _atomic(path: Path, opener, data: str | bytes) -> None:
 @dataclass
 class RunDir:
     path: Path
+    # run.json as stored: the plan's fields (read them typed through :attr:`plan`) and the
+    # run's own record beside them (format, run_id, created, robosafe_version, until_result)
     config: dict[str, Any]
     # in memory only: the policy spec as given (a URL with its credentials; run.json masks
     # them) and the writer's lock on the directory (runner.run.prepare / execute)
     policy_spec: str | None = field(default=None, repr=False, compare=False)
     lock: DirLock | None = field(default=None, repr=False, compare=False)
+
+    def set_record(self, key: str, value: Any) -> None:
+        """``key`` of run.json's record beside the plan (the ``--until`` result), written
+        under the run directory's lock; the plan's own fields are never rewritten."""
+        if key in _PLAN_KEYS:
+            raise ValueError(f"{key} is a field of the run plan")
+        lock = DirLock.acquire(self.path, "run directory")
+        try:
+            config = {**open_run(self.path).config, key: value}
+            atomic_write(self.path / "run.json", config_text(config))
+            self.config = config
+        finally:
+            lock.release()
+
+    @property
+    def plan(self) -> RunPlan:
+        """What the run evaluates, typed and migrated (RunPlan.from_json)."""
+        return RunPlan.from_json(self.config)
 
     @property
     def run_id(self) -> str:
@@ -236,18 +220,6 @@ def task_texts(task_files: dict[str, str | Path]) -> dict[str, str]:
             raise RobosafeError(f"{src}: not a UTF-8 text file (byte {exc.start}: "
                                 f"{exc.reason})") from None
     return out
-
-
-def config_text(config: dict[str, Any]) -> str:
-    """run.json's text: strict JSON, so a number that is not one (NaN, inf) is refused here
-    rather than written as a bare ``NaN`` that no JSON reader (nor ``--resume``) accepts."""
-    try:
-        return json.dumps(config, indent=2, sort_keys=True, allow_nan=False)
-    except ValueError as exc:
-        bad = sorted(k for k, v in config.items()
-                     if isinstance(v, float) and not math.isfinite(v))
-        raise RobosafeError("the run configuration holds a number JSON cannot write"
-                            + (f" ({', '.join(bad)})" if bad else f" ({exc})")) from None
 
 
 def open_run(path: str | Path) -> RunDir:

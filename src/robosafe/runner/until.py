@@ -33,113 +33,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robosafe.errors import RobosafeError
 from robosafe.outputs import DirLock
-from robosafe.runner.rundir import Cell, RunDir, atomic_write, config_text, open_run
+from robosafe.runner.rundir import Cell, RunDir, open_run
+from robosafe.runner.until_plan import UntilPlan
 from robosafe.stats.ordered import OrderedOutcomes, order_records, pair_in_order, seed_order
 from robosafe.stats.sequential import (
     ComparisonDecision,
     ProportionDecision,
-    check_alpha,
     paired_sequential,
     proportion_sequential,
-    smallest_decidable,
-    smallest_width_sample,
 )
 
 if TYPE_CHECKING:
-    from robosafe.runner.config import RunConfig
+    from robosafe.runner.plan import RunPlan
 
-MODES = ("decided", "width")
-UNTIL_METRICS = {"success": ("success",), "safe": ("safe",), "both": ("success", "safe")}
 RESULT_KEY = "until_result"  # run.json: the UntilRecord of the run
-
-
-def parse_until(text: str) -> tuple[str, float | None]:
-    """``decided`` or ``width:W`` (0 < W < 1) -> (mode, width)."""
-    t = text.strip()
-    if t == "decided":
-        return "decided", None
-    head, sep, tail = t.partition(":")
-    if head == "width" and sep:
-        try:
-            w = float(tail)
-        except ValueError:
-            w = math.nan
-        if 0.0 < w < 1.0:
-            return "width", w
-    raise RobosafeError(f"--until: expected 'decided' or 'width:W' with W in (0, 1) (e.g. "
-                        f"width:0.1), got {text!r}")
-
-
-@dataclass(frozen=True)
-class UntilPlan:
-    """When an ``--until`` run stops (stored in run.json's config as ``until``).
-
-    ``budget``: the most episodes (pairs) the run may use, its cell count, fixed before the
-    first one; ``against``: the baseline run directory (mode ``decided``); ``alpha``: the
-    chance of any wrong decision, split over the metrics (alpha / m each)."""
-
-    mode: str
-    metric: str
-    alpha: float
-    budget: int
-    against: str | None = None
-    width: float | None = None
-    delta: float | None = None
-    two_sided: bool = True
-    # the baseline's policy when this run also makes the baseline run, alternately
-    baseline_policy: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise RobosafeError(f"--until: unknown mode {self.mode!r}")
-        if self.metric not in UNTIL_METRICS:
-            raise RobosafeError(f"--until-metric: {self.metric!r} is not one of "
-                                f"{', '.join(UNTIL_METRICS)}")
-        check_alpha(self.alpha)
-        if self.mode == "decided" and not self.against:
-            raise RobosafeError("--until decided compares with a baseline run: give --against "
-                                "RUN_DIR (or --until width:W for one policy)")
-        if self.mode == "width" and self.against:
-            raise RobosafeError("--until width:W measures one policy; --against applies to "
-                                "--until decided")
-        if self.baseline_policy is not None and self.mode != "decided":
-            raise RobosafeError("--against-policy applies to --until decided")
-        if self.mode == "width" and self.delta is not None:
-            raise RobosafeError("--delta applies to --until decided")
-        least = self.smallest_budget()
-        if self.budget < least:
-            raise RobosafeError(
-                f"a budget of {self.budget} episodes can never decide ("
-                + (f"interval width {self.width:g}" if self.mode == "width" else "compare")
-                + f" at alpha={self.alpha:g}{' per metric' if len(self.metrics) > 1 else ''}"
-                f"): the smallest decidable sample is {least}; raise -n")
-
-    @property
-    def metrics(self) -> tuple[str, ...]:
-        return UNTIL_METRICS[self.metric]
-
-    @property
-    def alpha_each(self) -> float:
-        return self.alpha / len(self.metrics)
-
-    def smallest_budget(self) -> int:
-        """The fewest episodes that can decide under this plan (stats.sequential)."""
-        if self.mode == "width":
-            return smallest_width_sample(self.alpha_each, self.width)
-        return smallest_decidable(self.alpha_each, self.two_sided, budget=self.budget)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> UntilPlan:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
@@ -256,7 +169,7 @@ def in_seed_order(cells: list[Cell], suite: str) -> list[Cell]:
 def baseline_outcomes(plan: UntilPlan, cfg, partial: bool = False
                       ) -> dict[str, OrderedOutcomes]:
     """The baseline run's outcomes per metric, in seed order, checked against the run asked
-    for (``cfg``, a RunConfig): the same tasks, suite and levels, the same seed for every
+    for (``cfg``, a RunPlan): the same tasks, suite and levels, the same seed for every
     episode index, and (unless ``partial``: a baseline made alongside) an outcome row for
     every cell. One error line otherwise, before any episode."""
     base = open_run(plan.against)
@@ -411,10 +324,8 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     through ``execute`` (``runner.run.execute``, with its ``workers`` / ``backend`` /
     ``on_result`` / ``ray_address`` in ``kw``) until the plan's test decides; the record is
     written into run.json. A run decided before (``--resume``) runs nothing."""
-    from robosafe.runner.config import read_plan
-
     try:
-        cfg = read_plan(run)
+        cfg = run.plan
         baseline = baseline_outcomes(plan, cfg) if plan.mode == "decided" else None
         tracker = Tracker(plan, run, cfg.cells(), baseline)
     except BaseException:
@@ -438,12 +349,6 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     return record
 
 
-def baseline_config(cfg: RunConfig, plan: UntilPlan) -> RunConfig:
-    """The RunConfig of a baseline made alongside: this run's cells with the baseline's
-    policy, and no stopping rule of its own."""
-    return replace(cfg, policy=plan.baseline_policy, policy_name="", until={})
-
-
 def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
                     prepare: Callable[..., Any], execute: Callable[..., Any],
                     workers: int = 1, **kw: Any) -> UntilRecord:
@@ -452,11 +357,9 @@ def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     created or continued through ``prepare``) and then by this run, until the test decides.
     The test reads the cells both runs hold, from the first on, so neither side's order of
     finishing matters; the baseline stops where this run does."""
-    from robosafe.runner.config import read_plan
-
-    cfg = read_plan(run)
+    cfg = run.plan
     # the baseline's task files: this run's own copies (run.json names them relative to it)
-    cfg_a = replace(baseline_config(cfg, plan),
+    cfg_a = replace(cfg.without_until(plan.baseline_policy),
                     tasks={t: str(run.task_file(t)) for t in cfg.tasks})
     suite = _suite(run.config)
     on_result = kw.pop("on_result", None)
@@ -493,15 +396,12 @@ def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     return tracker.record()
 
 
-def check_alongside(plan: UntilPlan, cfg: RunConfig) -> None:
-    """A baseline to be made alongside, checked before any episode: its policy spec, and a
-    baseline run already there (continued) ran this policy on these cells."""
-    from robosafe.runner.run import check_policy_spec
-
-    check_policy_spec(plan.baseline_policy)
+def check_alongside(plan: UntilPlan, cfg: RunPlan) -> None:
+    """A baseline to be made alongside, checked before any episode: a baseline run already
+    there (continued) ran this policy on these cells."""
     if is_run(plan.against):
         ran = open_run(plan.against).config.get("policy")
-        if ran != baseline_config(cfg, plan).to_json()["policy"]:
+        if ran != cfg.without_until(plan.baseline_policy).to_json()["policy"]:
             raise RobosafeError(f"--against {plan.against}: ran policy {ran!r}, not "
                                 f"--against-policy {plan.baseline_policy!r}")
         baseline_outcomes(plan, cfg, partial=True)
@@ -520,14 +420,8 @@ def _alongside(plan: UntilPlan, cfg) -> tuple[dict[str, OrderedOutcomes], set[st
 
 
 def write_record(run: RunDir, record: UntilRecord) -> None:
-    """``until_result`` in run.json (under the run directory's lock)."""
-    lock = DirLock.acquire(run.path, "run directory")
-    try:
-        config = {**open_run(run.path).config, RESULT_KEY: record.to_dict()}
-        atomic_write(Path(run.path) / "run.json", config_text(config))
-        run.config = config
-    finally:
-        lock.release()
+    """``until_result`` in run.json, beside the plan."""
+    run.set_record(RESULT_KEY, record.to_dict())
 
 
 def describe(record: UntilRecord) -> list[str]:

@@ -25,10 +25,7 @@ import numpy as np
 
 from robosafe.errors import RobosafeError
 from robosafe.redact import redact_url
-from robosafe.runner.config import RunConfig, shield_config
-from robosafe.runner.rundir import (
-    Cell,
-)
+from robosafe.runner.plan import Cell, RunPlan
 from robosafe.stats.outcomes import OutcomeRow, score_columns
 
 # A worker never touches the run directory: it gets everything it needs in a CellJob and hands
@@ -51,12 +48,11 @@ CHUNK_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class CellJob:
-    """One cell and everything a worker needs to run it: the run's config (typed, as run.json
-    holds it), the text of the cell's task file, and the key that tells the worker's cached
-    environments apart."""
+    """One cell and everything a worker needs to run it: the run's plan, the text of the
+    cell's task file, and the key that tells the worker's cached environments apart."""
 
     run_key: str
-    config: RunConfig
+    plan: RunPlan
     policy_name: str
     task_text: str
     cell: Cell
@@ -155,28 +151,27 @@ def _task_file(task_id: str, text: str) -> Path:
     return _TASK_FILES[key]
 
 
-def cell_env(job: CellJob, cfg: RunConfig, role: str = "episode") -> Any:
+def cell_env(job: CellJob, role: str = "episode") -> Any:
     """The cell's env; ``role="shadow"`` is a second one the shield predicts in."""
-    cell = job.cell
+    cell, plan = job.cell, job.plan
     key = (job.run_key, cell.task_id, cell.language_level, cell.visual_level, role)
     if key in _ENVS:
         return _ENVS[key]
     from robosafe.hosts.registry import host_spec, make_env
 
-    spec = host_spec(cfg.host)
+    spec = host_spec(plan.host)
     options = spec.select({
-        "task_id": cell.task_id, "suite": cfg.suite, "benchmark": cfg.suite or spec.benchmark,
-        "images": cfg.images, "image_size": cfg.image_size, "horizon": cfg.horizon,
-        "visual_level": cell.visual_level, "language_level": cell.language_level,
-        "assets": cfg.assets, "cost_mode": cfg.cost_mode, "controller": cfg.controller,
-        "arena_evaluator": cfg.arena_evaluator, "arena_task": cfg.arena_tasks.get(cell.task_id)})
+        "task_id": cell.task_id, "suite": plan.suite, "benchmark": plan.suite or spec.benchmark,
+        "images": plan.recording.images, "image_size": plan.recording.image_size,
+        "horizon": plan.horizon, "visual_level": cell.visual_level,
+        "language_level": cell.language_level})
     task = (_task_file(cell.task_id, job.task_text) if spec.task == "file" else cell.task_id)
-    env = make_env(cfg.host, task, **options)
+    env = make_env(plan.host, task, **options, **plan.options.env_keywords(cell.task_id))
     _ENVS[key] = env
     return env
 
 
-def cell_policy(cfg: RunConfig, spec: str | None) -> Any:
+def cell_policy(cfg: RunPlan, spec: str | None) -> Any:
     """The policy of ``spec`` (the driver's spec, with any credentials), else of run.json."""
     from robosafe.policies.base import make_policy
 
@@ -246,7 +241,7 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
     from robosafe.trace.io import write_episodes
 
     cell = job.cell
-    cfg = job.config
+    cfg = job.plan
     suite = cfg.suite or "tasks"
     start = time.perf_counter()
     base = {"suite": suite, "task_id": cell.task_id, "task_name": cell.task_id,
@@ -259,14 +254,14 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
     work = _scratch() / "cells" / cell.name
     shutil.rmtree(work, ignore_errors=True)
     try:
-        env = cell_env(job, cfg)
+        env = cell_env(job)
         base["task_name"] = env.task_info().task_name
         policy = cell_policy(cfg, job.policy_spec)
-        if cfg.shield != "off":
+        if cfg.shield.mode != "off":
             from robosafe.runner.shield import Shield
 
-            shadow = cell_env(job, cfg, "shadow") if cfg.shield_predictor == "sim" else None
-            policy = Shield(policy, env, shadow, shield_config(cfg))
+            shadow = cell_env(job, "shadow") if cfg.shield.predictor == "sim" else None
+            policy = Shield(policy, env, shadow, cfg.shield)
         jitter = ({"options": {"placement_jitter": (*cfg.placement_jitter, cell.episode_idx)}}
                   if cfg.placement_jitter else {})
         obs, info = env.reset(seed=cell.seed, **jitter)
@@ -283,7 +278,7 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
         result.actions = buf.getvalue()
         meta = {"episode_idx": cell.episode_idx, "checkpoint_ref": cfg.checkpoint_ref,
                 **({"policy_note": note} if note else {})}
-        if cfg.shield != "off":
+        if cfg.shield.mode != "off":
             meta["shield"] = policy.finish()
             base["interventions"] = len(meta["shield"]["interventions"])
             base["shield_warnings"] = len(meta["shield"]["warnings"])
@@ -333,8 +328,8 @@ def _chunks(path: Path, put: Callable[[bytes], Any] | None) -> list[Any]:
     return out
 
 
-def _frames(where: Path, cfg: RunConfig, env):
-    if not cfg.record_frames:
+def _frames(where: Path, cfg: RunPlan, env):
+    if not cfg.recording.frames:
         return None
     from robosafe.runner.frames import FrameRecorder
 

@@ -51,9 +51,8 @@ from llvmlite import ir
 from numba.extending import intrinsic
 
 from robosafe.errors import RobosafeError
+from robosafe.sim.choices import CONTROLLERS
 
-CONTROLLERS = ("robosuite", "compiled")
-DEFAULT = "compiled"
 #: robosuite's nullspace posture gain (its ``nullspace_torques`` default, not configurable)
 NULLSPACE_KP = 10.0
 #: above this bound on the condition number of a J M^-1 J^T (an arm pose near a singularity)

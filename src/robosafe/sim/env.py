@@ -30,7 +30,7 @@ import numpy as np
 
 from robosafe import mjstate
 from robosafe.errors import RobosafeError, TaskError
-from robosafe.sim.controller import DEFAULT as CONTROLLER
+from robosafe.sim.choices import DEFAULT_CONTROLLER as CONTROLLER
 from robosafe.sim.perturb import (
     VisualPerturbation,
     apply_image,
