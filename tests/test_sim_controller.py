@@ -12,12 +12,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from conftest import run_robosafe
 
 from robosafe.errors import RobosafeError
+from robosafe.hosts.options import DEFAULT_CONTROLLER
 from robosafe.hosts.robosafe import RobosafeEnv
 from robosafe.policies.base import make_policy
 from robosafe.runner.plan import RunPlan
 from robosafe.runner.request import RunRequest, plan_run
 from robosafe.sim import controller as ctl
-from robosafe.sim.choices import DEFAULT_CONTROLLER
 
 pytestmark = pytest.mark.sim  # steps MuJoCo
 

@@ -65,3 +65,41 @@ def test_every_public_function_of_the_package_declares_its_return_type():
                           "concise", str(src)], check=False, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stdout[-2000:]
+
+
+def _calls(name: str) -> list[tuple[str, str]]:
+    """(module, enclosing function) of every call of ``name`` in the package."""
+    import ast
+
+    out = []
+    for p in _sources():
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        owner = {}
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    owner.setdefault(node, fn.name)  # the outermost function
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == name):
+                out.append((p.relative_to(SRC).as_posix(), owner.get(node, "<module>")))
+    return sorted(set(out))
+
+
+def test_a_run_plan_is_made_by_plan_run_only():
+    """Every run's settings are checked in one place: RunPlan is constructed by plan_run (and
+    read back from run.json by its own from_json), nowhere else; and every entry point that
+    starts episodes calls plan_run."""
+    assert _calls("RunPlan") == [("runner/request.py", "plan_run")]
+    assert ("runner/plan.py", "from_json") in _calls("cls")
+    callers = {m for m, _ in _calls("plan_run")}
+    assert {"cli/run.py", "cli/lerobot.py", "audit/datasource.py", "audit/shortcut.py"} <= callers
+
+
+def test_no_module_branches_on_a_host_name():
+    """What a host supports is looked up in the registry and its options class: no comparison
+    of a ``host`` variable with a host's name outside robosafe.hosts."""
+    pattern = re.compile(r"\bhost\w*\s*[!=]=\s*[\"'](robosafe|libero|robosuite)[\"']")
+    users = [p.relative_to(SRC).as_posix() for p in _sources()
+             if "hosts/" not in p.relative_to(SRC).as_posix() and pattern.search(p.read_text())]
+    assert users == []

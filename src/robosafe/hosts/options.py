@@ -17,10 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from robosafe.errors import RobosafeError
-from robosafe.sim.choices import ASSET_SOURCES, CONTROLLERS, DEFAULT_CONTROLLER
+from robosafe.yamldata import sim_choices
 
 if TYPE_CHECKING:
     from robosafe.trace.episode import TaskTags
+
+ASSET_SOURCES = tuple(sim_choices()["asset_sources"])
+CONTROLLERS = tuple(sim_choices()["controllers"])
+DEFAULT_CONTROLLER: str = sim_choices()["default_controller"]
 
 
 @dataclass(frozen=True)

@@ -107,12 +107,17 @@ def plan_run(req: RunRequest) -> RunPlan:
     tasks, suite = _tasks(req, spec)
     if req.episodes < 1:
         raise RobosafeError(f"episodes must be at least 1, got {req.episodes}")
+    language = _levels(req.language_levels, "--language-level")
+    visual = _levels(req.visual_levels, "--visual-level")
+    # every size priced before anything is built (robosafe.budget): a run of a billion
+    # episodes is refused here, not found out by running out of memory
+    check_count("episodes of the run (tasks x levels x -n)",
+                len(tasks) * len(language) * len(visual) * req.episodes, MAX_EPISODES,
+                "each is an outcome row and a trace file, and the run lists them all")
     seeds = seed_option(req.seeds, req.episodes) or tuple(range(req.episodes))
     if len(seeds) != req.episodes:
         raise RobosafeError(f"--seeds gives {len(seeds)} seeds for {req.episodes} episodes; "
                             "give one per episode")
-    language = _levels(req.language_levels, "--language-level")
-    visual = _levels(req.visual_levels, "--visual-level")
     if (language, visual) != ((0,), (0,)) and not spec.supports("levels"):
         raise RobosafeError(f"--language-level / --visual-level perturb robosafe's CBDDL tasks; "
                             f"the {req.host} host runs its own protocol unchanged")
@@ -121,9 +126,6 @@ def plan_run(req: RunRequest) -> RunPlan:
     options = spec.options_class().build(
         OptionRequest(req.assets, req.cost_mode, controller, req.arena_evaluator), tasks,
         installed=not req.resume)
-    check_count("episodes of the run (tasks x levels x -n)",
-                len(tasks) * len(language) * len(visual) * req.episodes, MAX_EPISODES,
-                "each is an outcome row and a trace file, and the run lists them all")
     if req.horizon is not None:
         check_horizon(req.horizon)
     if req.image_size is not None:

@@ -37,8 +37,6 @@ from robosafe.stats.outcomes import RUN_COLUMNS as COLUMNS
 from robosafe.textio import MAX_TASK_FILE
 
 FORMAT = "robosafe-run/1"
-#: run.json's fields that are the plan's (RunPlan.to_json)
-_PLAN_KEYS = frozenset(RunPlan(policy="", tasks={}).to_json())
 
 
 def atomic_write(path: Path, text: str, *, newline: str | None = None) -> None:
@@ -80,7 +78,7 @@ class RunDir:
     def set_record(self, key: str, value: Any) -> None:
         """``key`` of run.json's record beside the plan (the ``--until`` result), written
         under the run directory's lock; the plan's own fields are never rewritten."""
-        if key in _PLAN_KEYS:
+        if key in self.plan.to_json():
             raise ValueError(f"{key} is a field of the run plan")
         lock = DirLock.acquire(self.path, "run directory")
         try:

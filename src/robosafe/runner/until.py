@@ -187,7 +187,7 @@ def baseline_outcomes(plan: UntilPlan, cfg, partial: bool = False
                                 f"not {', '.join(missing)}" if missing else "",
                                 f"also {', '.join(extra)}" if extra else "") if x)
                             + "); select the same tasks")
-    seeds = cfg.seed_list()
+    seeds = list(cfg.seeds)
     theirs = list(bc.get("seeds") or ())
     if theirs[:len(seeds)] != seeds[:len(theirs)]:
         raise RobosafeError(f"{where}: the baseline's seeds {theirs[:8]}"

@@ -51,7 +51,9 @@ from llvmlite import ir
 from numba.extending import intrinsic
 
 from robosafe.errors import RobosafeError
-from robosafe.sim.choices import CONTROLLERS
+from robosafe.yamldata import sim_choices
+
+CONTROLLERS = tuple(sim_choices()["controllers"])
 
 #: robosuite's nullspace posture gain (its ``nullspace_torques`` default, not configurable)
 NULLSPACE_KP = 10.0

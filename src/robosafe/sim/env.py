@@ -30,7 +30,6 @@ import numpy as np
 
 from robosafe import mjstate
 from robosafe.errors import RobosafeError, TaskError
-from robosafe.sim.choices import DEFAULT_CONTROLLER as CONTROLLER
 from robosafe.sim.perturb import (
     VisualPerturbation,
     apply_image,
@@ -63,6 +62,7 @@ from robosafe.tasks.language import perturb_instruction
 from robosafe.tasks.parser import parse_file
 from robosafe.tasks.validate import validate_task
 from robosafe.tasks.writer import atom_text
+from robosafe.yamldata import sim_choices
 
 VISUAL_GROUPS = (1, 2)
 
@@ -131,7 +131,7 @@ class TaskEnv:
                  visual_level: int = 0, language_level: int = 0, horizon: int | None = None,
                  control_freq: float | None = None, freeze_on_violation: bool = True,
                  cost_mode: str = "robosafe", render: bool = True, assets: str = "stand-in",
-                 controller: str = CONTROLLER,
+                 controller: str = sim_choices()["default_controller"],
                  init_state: InitState | None = None, arena_evaluator: str | None = None,
                  arena_task: tuple[str | None, int | None] | None = None):
         cfg = config()
