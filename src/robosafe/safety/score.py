@@ -195,6 +195,8 @@ class _Task:
 class _Prepared:
     episode: Episode
     task: _Task
+    meta: dict[str, Any]
+    """The episode's outcome meta (:func:`_outcome_meta`)."""
 
     @property
     def limits(self) -> list[float] | None:
@@ -219,16 +221,12 @@ class _Ident(NamedTuple):
     meta: dict[str, Any]
 
 
-def _outcome_meta(meta: dict[str, Any], episode: str) -> dict[str, Any]:
-    """The trace meta that outcome tables carry; :class:`TraceError` naming ``episode`` and
-    the field when its ``meta.shield`` is malformed."""
+def _outcome_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The trace meta that outcome tables carry; :class:`TraceError` naming the field when
+    its ``meta.shield`` is malformed."""
     out = {k: meta[k] for k in OUTCOME_META if k in meta}
     if isinstance(meta.get("shield"), dict):
-        try:
-            out["shield"] = shield_summary(ShieldRecord.from_json(meta["shield"]))
-        except TraceError as err:
-            err.episode = episode
-            raise
+        out["shield"] = shield_summary(ShieldRecord.from_json(meta["shield"]))
     return out
 
 
@@ -305,7 +303,7 @@ class Scorer:
         """Resolve one episode's task and active specs (raises on bad input)."""
         try:
             return _Prepared(ep, self.task(ep.benchmark, ep.task_id, ep.task_tags, ep.meta,
-                                           header_of(ep)))
+                                           header_of(ep)), _outcome_meta(ep.meta))
         except TraceError as err:
             if err.episode is None:
                 err.episode = ep.episode_id
@@ -321,7 +319,7 @@ class Scorer:
         return self._score(
             [p.task for p in prepared],
             [_Ident(e.episode_id, e.benchmark, e.task_id, e.success, e.policy, e.instance_id,
-                    e.seed, e.n_steps, _outcome_meta(e.meta, e.episode_id)) for e in eps],
+                    e.seed, e.n_steps, p.meta) for e, p in zip(eps, prepared)],
             np.array([e.n_steps for e in eps], dtype=np.int64),
             np.array([e.dt for e in eps], dtype=float), episode_columns(eps))
 
@@ -338,7 +336,7 @@ class Scorer:
         for i, (meta, tags, h) in enumerate(zip(batch.metas, batch.task_tags, batch.headers)):
             try:
                 task = self.task(sc["benchmark"][i], sc["task_id"][i], tags, meta, h)
-                row_meta = _outcome_meta(meta, sc["episode_id"][i])
+                row_meta = _outcome_meta(meta)
             except RobosafeError as err:
                 if isinstance(err, TraceError) and err.episode is None:
                     err.episode = sc["episode_id"][i]
