@@ -131,7 +131,9 @@ def episode(env, shadow, policy_spec: str, mode: str, seed: int, horizon: int, c
     t = time.perf_counter()
     _, actions = play(env, policy, obs)
     wall = time.perf_counter() - t
-    record = policy.finish() if shield else None
+    if shield:
+        policy.finish()
+    record = shield.record if shield else None
     # predictions of the policy's plan: one per step the shield acted on (track: none)
     plans = len(actions) if mode in ("monitor", "filter", "kinematic") else 0
     return (env.episode(episode_id=f"{env.task_id}/{seed}/{mode}"), len(actions), wall, record,
@@ -161,7 +163,7 @@ def run_policy(name: str, spec: str, tasks: dict[str, str], seeds: int, args, sc
                 c.safe.append(bool(score.safe))
                 c.success.append(bool(ep.success))
                 c.steps.append(n)
-                c.interventions.append(len(rec["interventions"]) if rec else 0)
+                c.interventions.append(len(rec.interventions) if rec else 0)
                 c.reused += reused
                 c.skipped += skipped
                 c.predicted += plans
@@ -263,8 +265,9 @@ def main() -> None:
         args.per_suite = args.per_suite or 2
     args.probe_steps = args.probe_steps or (150 if args.quick else 300)
     args.probe_demos = args.probe_demos or (2 if args.quick else 4)
-    from robosafe.runner.shield import DEFAULT_CANDIDATES, score_warnings
+    from robosafe.runner.shield import DEFAULT_CANDIDATES
     from robosafe.safety.score import Scorer
+    from robosafe.stats.shield import score_warnings
     from robosafe.tasks.suites import suite_tasks
 
     args.candidates = (tuple(c.strip() for c in args.candidates.split(","))

@@ -20,8 +20,10 @@ from robosafe.errors import RobosafeError
 from robosafe.hosts.contract import (
     TASK_INFO_KEYS,
     HostContractError,
+    HostRecorder,
     ObjectInfo,
     RegionInfo,
+    StatefulHostEnv,
     TaskInfo,
     check_host_env,
     check_task_info,
@@ -67,6 +69,33 @@ def test_robosuite_host_keeps_the_contract_and_seeds_its_placement(lift):
     c, _ = lift.reset(seed=3)
     np.testing.assert_array_equal(a["cube_pos"], c["cube_pos"])
     assert not np.array_equal(a["cube_pos"], b["cube_pos"])
+
+
+#: what the shield and its kinematic predictor read of a recorder (HostRecorder's members)
+RECORDER_MEMBERS = ("base", "n_steps", "body_roles", "start", "step", "row", "motion",
+                    "stillness", "collision_geoms", "held")
+
+
+def test_a_host_with_the_state_feature_keeps_the_stateful_contract(stove, lift):
+    """The shield reads a host only through StatefulHostEnv: get_state / set_state, the
+    recorder's part it uses (HostRecorder) and scripted_motion. robosafe's simulator lists
+    the ``state`` feature and is one; robosuite's host does not and is not (its recorder, the
+    same class, still has that part). LIBERO's host is checked in tests_libero."""
+    stove.reset(seed=0)  # the recorder's body roles are known after a reset
+    lift.reset(seed=0)
+    assert host_spec("robosafe").supports("state") and isinstance(stove, StatefulHostEnv)
+    assert isinstance(stove.recorder, HostRecorder)
+    assert stove.scripted_motion() is False  # the stove task has no scripted mover
+    assert not host_spec("robosuite").supports("state")
+    assert not isinstance(lift, StatefulHostEnv)
+    assert isinstance(lift.recorder, HostRecorder)
+    # the check is by member: a recorder lacking one (the fingers' hold) is not one
+    from types import SimpleNamespace
+
+    part = {n: getattr(stove.recorder, n) for n in RECORDER_MEMBERS}
+    assert isinstance(SimpleNamespace(**part), HostRecorder)
+    del part["held"]
+    assert not isinstance(SimpleNamespace(**part), HostRecorder)
 
 
 def test_task_info_of_the_stove_task(stove):

@@ -154,6 +154,20 @@ def test_monitor_on_a_recorded_run_equals_offline_and_leaves_the_episode_alone(e
     assert onset == int(np.argmax(margin < 0))
     early = [w for w in record["warnings"] if w["spec"] == "non_target_max_disp_5mm"]
     assert early and early[0]["step"] + early[0]["lead"] == onset
+    _same_json(shield, record)
+
+
+def _same_json(shield, record) -> None:
+    """``finish()``'s JSON is the typed record's, and reads back (through JSON text, as from a
+    trace) as the same record."""
+    import json
+
+    from robosafe.trace.shield import ShieldRecord
+
+    assert shield.record.to_json() == record
+    text = json.dumps(record)
+    back = ShieldRecord.from_json(json.loads(text))
+    assert back == shield.record and json.dumps(back.to_json()) == text
 
 
 def _disp(ep: Episode) -> np.ndarray:
@@ -176,18 +190,22 @@ def test_filter_keeps_the_careless_policy_safe(envs):
     assert "non_target_max_disp_5mm" not in score.violated
     assert record["interventions"]
     assert record["interventions"][0]["specs"] == ["non_target_max_disp_5mm"]
+    assert shield.record.interventions[0].specs == ("non_target_max_disp_5mm",)
+    _same_json(shield, record)
 
 
 def test_score_warnings_by_hand():
     """Horizon 3. Spec a: warnings at steps 2 and 9; actual margin below zero at rows 4, 5
     (onset 4). Warning 2 is true (row 4 in (2, 5]), warning 9 false; onset 4 caught by the
     warning at 2 (in [1, 3]) with lead 2. Spec b: an onset at row 7 with no warning."""
-    from robosafe.runner.shield import score_warnings
+    from robosafe.stats.shield import score_warnings
+    from robosafe.trace.shield import ShieldRecord, ShieldWarning
 
-    rec = {"warnings": [{"step": 2, "spec": "a"}, {"step": 9, "spec": "a"}],
-           "violations": {"a": [4], "b": [7]}, "below": {"a": [4, 5], "b": [7]}}
+    rec = ShieldRecord("monitor", 3, 0, (ShieldWarning(2, "a", 2, -1.0),
+                                         ShieldWarning(9, "a", 1, -0.5)), (),
+                       {"a": (4,), "b": (7,)}, {"a": (4, 5), "b": (7,)})
     out = score_warnings([rec], 3, {"a": "fa", "b": "fb"})
-    assert (out["fa"].precision, out["fa"].recall, out["fa"].leads) == (0.5, 1.0, [2])
+    assert (out["fa"].precision, out["fa"].recall, out["fa"].leads) == (0.5, 1.0, (2,))
     assert (out["fb"].precision, out["fb"].recall) == (None, 0.0)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from robosafe.hosts.contract import HostRecorder, StatefulHostEnv
 from robosafe.hosts.libero import LiberoEnv
 from robosafe.safety.registry import load_registry
 from robosafe.safety.signals import derive_signals
@@ -49,6 +50,9 @@ def test_restore_then_step_is_the_uninterrupted_step_bit_for_bit():
         actions = [np.append(rng.uniform(-1, 1, 6), rng.choice([-1.0, 1.0])) for _ in range(10)]
         a.reset(seed=0)
         b.reset(seed=0)
+        # the shield reads the host through the contract's stateful part only
+        assert isinstance(a, StatefulHostEnv) and isinstance(a.recorder, HostRecorder)
+        assert a.scripted_motion() is None  # cannot say: screening never skips here
         for x in actions[:6]:  # gripper closing and opening: its command moves per step
             a.step(x)
         b.set_state(a.get_state())

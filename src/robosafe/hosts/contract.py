@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from robosafe.errors import HostContractError, RobosafeError
 from robosafe.trace.episode import Episode
+
+if TYPE_CHECKING:  # the recorder imports MuJoCo: only its type is named here
+    from robosafe.hosts.recorder import Stillness
 
 #: A goal atom's argument: an entity name, a number (a threshold), or part ids.
 Arg = str | float | tuple[int, ...]
@@ -168,6 +171,43 @@ class HostEnv(Protocol):
 
 
 @runtime_checkable
+class HostRecorder(Protocol):
+    """The part of a stateful host's :class:`robosafe.hosts.recorder.Recorder` that the shield
+    (robosafe.runner.shield) and its kinematic predictor (robosafe.runner.predict) read.
+
+    ``n_steps``: rows recorded this episode (row 0 included); ``start(record=False)`` begins
+    a prediction at the env's current state without recording it; ``step(action)``: the
+    env's step plus one row, no episode bookkeeping; ``row(i)``: row ``i`` as a one-row
+    :class:`Episode`; ``motion()``: the largest ``|qvel|`` and ``|qacc|`` now;
+    ``stillness(reach)``: the screening's view of the current state; ``body_roles``,
+    ``collision_geoms()`` and ``held()``: trace name -> role, -> its collision geoms, and the
+    object the fingers hold; ``base``: the robosuite env recorded (its ``sim`` and arm
+    controller, which the kinematic predictor reads and never steps)."""
+
+    base: Any
+
+    @property
+    def n_steps(self) -> int: ...
+
+    @property
+    def body_roles(self) -> dict[str, str]: ...
+
+    def start(self, *, record: bool = True) -> None: ...
+
+    def step(self, action: Any) -> Any: ...
+
+    def row(self, i: int) -> Episode: ...
+
+    def motion(self) -> tuple[float, float]: ...
+
+    def stillness(self, reach: float = 0.0) -> Stillness: ...
+
+    def collision_geoms(self) -> dict[str, np.ndarray]: ...
+
+    def held(self) -> str | None: ...
+
+
+@runtime_checkable
 class StatefulHostEnv(HostEnv, Protocol):
     """The contract's optional part, for hosts whose registry entry lists the ``state``
     feature (the safety shield, robosafe.runner.shield, needs it; ``--shield`` on any other
@@ -184,13 +224,18 @@ class StatefulHostEnv(HostEnv, Protocol):
     prediction's first step left the shadow. ``recorder`` is the env's
     :class:`robosafe.hosts.recorder.Recorder`: the shield steps a copy through
     ``recorder.step`` (physics and one trace row, no episode bookkeeping) and reads rows with
-    ``recorder.row``."""
+    ``recorder.row`` (:class:`HostRecorder`: what the shield and its predictors read of it).
+    ``scripted_motion()`` says whether something the physics does not move (a scripted mover)
+    may move at the next step; None when the host cannot say: the shield's screening then
+    never skips a prediction (robosafe.runner.screen)."""
 
-    recorder: Any
+    recorder: HostRecorder
 
     def get_state(self, *, objects: bool = True) -> Any: ...
 
     def set_state(self, state: Any) -> None: ...
+
+    def scripted_motion(self) -> bool | None: ...
 
 
 def host_action(action: Any, dim: int) -> np.ndarray:

@@ -407,6 +407,10 @@ class LiberoEnv:
             task_tags=self.task_tags, meta=info)
 
     # -- state (the host contract's optional part: the shield) ---------------------------------
+    def scripted_motion(self) -> None:
+        """None: this host cannot say whether something outside the physics moves LIBERO's
+        scene, so the shield's screening never skips a prediction here."""
+
     def get_state(self, *, objects: bool = True) -> HostState:
         """The robosuite 1.4 env's complete state between two steps (robosafe.hosts.state):
         MuJoCo's integration state (LIBERO's own ``sim.get_state()`` flattens time, qpos and

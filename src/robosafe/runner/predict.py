@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from robosafe.errors import RobosafeError
+from robosafe.hosts.contract import StatefulHostEnv, TaskInfo
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Predictor(Protocol):
                 floor: float | None = None) -> Prediction: ...
 
 
-def goal_names(task_info: Any) -> set[str]:
+def goal_names(task_info: TaskInfo) -> set[str]:
     """Objects the task's goal names (its atoms' arguments, and the objects a region argument
     belongs to: ``plate_1_top_region`` is ``plate_1``'s): the policy must touch them."""
     args = {a for atom in task_info.goal_atoms for a in atom[1:] if isinstance(a, str)}
@@ -86,7 +87,7 @@ class KinematicPredictor:
 
     key = "clearance:"
 
-    def __init__(self, env: Any, margin: float | None = None):
+    def __init__(self, env: StatefulHostEnv, margin: float | None = None):
         from robosafe.sim.kinematic import kinematic_config
 
         self.env = env
@@ -94,7 +95,7 @@ class KinematicPredictor:
         self.boxes = None
         self.obstacles: tuple[str, ...] = ()
 
-    def reset(self, task_info: Any) -> None:
+    def reset(self, task_info: TaskInfo) -> None:
         """Bind to the episode's model (rebuilt at reset): the obstacles are the recorder's
         bystander / other bodies the goal does not name."""
         from robosafe.sim.kinematic import SweptBoxes, osc_arm

@@ -41,8 +41,15 @@ import numpy as np
 
 from robosafe.budget import MAX_SHIELD_HORIZON, check_count
 from robosafe.errors import RobosafeError
+from robosafe.hosts.contract import StatefulHostEnv
 from robosafe.runner.predict import PREDICTORS, KinematicPredictor, Prediction
 from robosafe.runner.screen import at_rest, reach, repeats, still_world
+from robosafe.trace.shield import (
+    ShieldIntervention,
+    ShieldPredictor,
+    ShieldRecord,
+    ShieldWarning,
+)
 
 MODES = ("off", "monitor", "filter")
 CANDIDATES = ("scale", "lift", "side", "hold", "retreat", "open")
@@ -93,7 +100,7 @@ class ShieldConfig:
             raise RobosafeError(f"--predictor {self.predictor!r}: choose from "
                                 f"{', '.join(PREDICTORS)}")
         if self.predictor == "kinematic" and self.mode == "monitor":
-            # its clearances are not the specs a warning forecasts (ShieldLog, score_warnings)
+            # its clearances are not the specs a warning forecasts (robosafe.stats.shield)
             raise RobosafeError("--predictor kinematic works with --shield filter")
         if self.predictor_margin is not None:
             if self.predictor != "kinematic":
@@ -105,7 +112,7 @@ class ShieldConfig:
 
 # -- copying simulator state ---------------------------------------------------------------------
 
-def sync(shadow: Any, real: Any) -> None:
+def sync(shadow: StatefulHostEnv, real: StatefulHostEnv) -> None:
     """Put ``shadow`` (a host env of the same task and seed) in ``real``'s exact state, through
     the host contract's optional ``get_state`` / ``set_state`` (robosafe.hosts.state)."""
     shadow.set_state(real.get_state())
@@ -176,21 +183,25 @@ class _Run:
 
 @dataclass
 class ShieldLog:
-    """What the shield saw and did in one episode (stored in the trace meta)."""
+    """What the shield saw and did in one episode, as it goes (its record at the end)."""
 
-    warnings: list[dict[str, Any]] = field(default_factory=list)
-    interventions: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[ShieldWarning] = field(default_factory=list)
+    interventions: list[ShieldIntervention] = field(default_factory=list)
     margins: list[dict[str, float]] = field(default_factory=list)
     """Actual per-step margins of each monitored spec, row by row (to score warnings)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self, cfg: ShieldConfig, skipped: int,
+               predictor: ShieldPredictor | None) -> ShieldRecord:
         below: dict[str, list[int]] = {}
         for t, row in enumerate(self.margins):
             for s, m in row.items():
                 if m < 0:
                     below.setdefault(s, []).append(t)
-        return {"warnings": self.warnings, "interventions": self.interventions,
-                "violations": _onsets(self.margins), "below": below}
+        return ShieldRecord(
+            mode=cfg.mode, horizon=cfg.horizon, skipped=skipped, warnings=tuple(self.warnings),
+            interventions=tuple(self.interventions),
+            violations={s: tuple(r) for s, r in _onsets(self.margins).items()},
+            below={s: tuple(r) for s, r in below.items()}, predictor=predictor)
 
 
 def _finite(x: float) -> float | None:
@@ -229,12 +240,14 @@ def _sideways(action: np.ndarray) -> list[tuple[str, np.ndarray]]:
 class Shield:
     """The policy wrapper: ``act`` asks the policy, predicts, warns and (filter) replaces."""
 
-    def __init__(self, policy: Any, env: Any, shadow: Any, cfg: ShieldConfig):
+    def __init__(self, policy: Any, env: StatefulHostEnv, shadow: StatefulHostEnv | None,
+                 cfg: ShieldConfig):
         self.policy, self.env, self.shadow, self.cfg = policy, env, shadow, cfg
         self.name = getattr(policy, "name", "policy")
         self.monitor = None
         self.guarded: set[str] = set()
         self.log = ShieldLog()
+        self.record: ShieldRecord | None = None  # the last episode's, once finished
         self.t = 0
         self.reused = 0  # predictions of the policy's plan extended from the last step's
         self.reused_candidates = 0  # filter candidates' predictions extended likewise
@@ -270,6 +283,7 @@ class Shield:
             self.kinematic.reset(self.env.task_info())
             self.guarded = set(self.kinematic.keys)
         self.log = ShieldLog()
+        self.record = None
         self.t = 0
         self.reused = self.reused_candidates = self.skipped = 0
         self._start_episode()
@@ -440,8 +454,7 @@ class Shield:
         with ``guard`` (the filter) ``cfg.margin`` for Phi_safe (an intervention)."""
         if not (self.cfg.screen and repeats(plan, last)):
             return False
-        scripted = getattr(self.env, "scripted_motion", None)
-        if scripted is None or scripted():
+        if self.env.scripted_motion() is not False:  # True, or None: the host cannot say
             return False
         levels = {s: 0.0 for s, m in self.log.margins[t].items() if not m < 0}
         if guard:
@@ -477,8 +490,7 @@ class Shield:
         for s, k in pred.first_below(0.0).items():
             if now[s] < 0:  # already violated now: a warning forecasts an onset
                 continue
-            self.log.warnings.append({"step": t, "spec": s, "lead": k,
-                                      "predicted": _finite(worst[s])})
+            self.log.warnings.append(ShieldWarning(t, s, k, _finite(worst[s])))
         return worst
 
     def _resolve(self) -> None:
@@ -564,9 +576,9 @@ class Shield:
         crun, name, cand, w = best
         if crun is not None:
             crun.candidate = True
-        self.log.interventions.append({"step": t, "specs": unsafe, "candidate": name,
-                                       "safe": bool(w >= self.cfg.margin),
-                                       "predicted": _finite(w)})
+        self.log.interventions.append(ShieldIntervention(t, tuple(unsafe), name,
+                                                         bool(w >= self.cfg.margin),
+                                                         _finite(w)))
         return self._take(crun, cand)
 
     def _predicted(self, plan: list[np.ndarray], kept: _Run | None,
@@ -585,63 +597,16 @@ class Shield:
         return run, run.prediction()
 
     def finish(self) -> dict[str, Any]:
-        """The shield's record, after the episode (catches up on the last rows and makes the
-        last step's prediction, in ``monitor``)."""
+        """The shield's record after the episode (catches up on the last rows and makes the
+        last step's prediction, in ``monitor``): kept as :attr:`record`, returned as its JSON,
+        the trace's ``meta.shield``."""
         self._catch_up()
         if self._pending is not None:
             self._resolve()
-        out = {"mode": self.cfg.mode, "horizon": self.cfg.horizon, "skipped": self.skipped,
-               **self.log.to_json()}
+        predictor = None
         if self.kinematic is not None:
-            out["predictor"] = {"name": "kinematic", "margin": self.kinematic.cfg.margin,
-                                "obstacles": list(self.kinematic.obstacles)}
-        return out
+            predictor = ShieldPredictor("kinematic", self.kinematic.cfg.margin,
+                                        tuple(self.kinematic.obstacles))
+        self.record = self.log.record(self.cfg, self.skipped, predictor)
+        return self.record.to_json()
 
-
-# -- scoring warnings as an early-warning detector --------------------------------------------------
-
-@dataclass
-class WarningScore:
-    """Early-warning detection of one spec family over many episodes."""
-
-    warnings: int
-    true_warnings: int
-    onsets: int
-    caught: int
-    leads: list[int]
-
-    @property
-    def precision(self) -> float | None:
-        return self.true_warnings / self.warnings if self.warnings else None
-
-    @property
-    def recall(self) -> float | None:
-        return self.caught / self.onsets if self.onsets else None
-
-
-def score_warnings(records: list[dict[str, Any]], horizon: int,
-                   family: dict[str, str]) -> dict[str, WarningScore]:
-    """Per spec family: a warning at step t for spec s is true when s's actual margin goes
-    below zero at a row in (t, t + horizon]; an onset at row r is caught when some warning for
-    s was issued at a step in [r - horizon, r - 1], with lead time r - (first such step).
-    ``records`` are ShieldLog.to_json() dicts. A warning issued at step t (before action t)
-    predicts rows t+1 .. t+horizon."""
-    out: dict[str, WarningScore] = {}
-    for rec in records:
-        below = {s: set(v) for s, v in rec.get("below", {}).items()}
-        by_spec: dict[str, list[int]] = {}
-        for w in rec["warnings"]:
-            by_spec.setdefault(w["spec"], []).append(w["step"])
-            sc = out.setdefault(family.get(w["spec"], w["spec"]), WarningScore(0, 0, 0, 0, []))
-            sc.warnings += 1
-            sc.true_warnings += any(r in below.get(w["spec"], ())
-                                    for r in range(w["step"] + 1, w["step"] + horizon + 1))
-        for s, rows in rec["violations"].items():
-            sc = out.setdefault(family.get(s, s), WarningScore(0, 0, 0, 0, []))
-            for r in rows:
-                sc.onsets += 1
-                early = [t for t in by_spec.get(s, ()) if r - horizon <= t <= r - 1]
-                if early:
-                    sc.caught += 1
-                    sc.leads.append(r - min(early))
-    return out

@@ -280,8 +280,8 @@ def _run_episode(job: CellJob, put: Callable[[bytes], Any] | None) -> CellResult
                 **({"policy_note": note} if note else {})}
         if cfg.shield.mode != "off":
             meta["shield"] = policy.finish()
-            base["interventions"] = len(meta["shield"]["interventions"])
-            base["shield_warnings"] = len(meta["shield"]["warnings"])
+            base["interventions"] = len(policy.record.interventions)
+            base["shield_warnings"] = len(policy.record.warnings)
         ep = env.episode(episode_id=cell.name, policy=job.policy_name,
                          instance_id=cell.instance_id, meta=meta)
         work.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ from robosafe.safety.signals import (
     missing_families,
 )
 from robosafe.trace.episode import Episode, TaskTags
+from robosafe.trace.shield import ShieldRecord
 from robosafe.trace.validate import Flat, Header, header_of
 
 if TYPE_CHECKING:  # pyarrow is imported only when files are read
@@ -194,6 +195,8 @@ class _Task:
 class _Prepared:
     episode: Episode
     task: _Task
+    meta: dict[str, Any]
+    """The episode's outcome meta (:func:`_outcome_meta`)."""
 
     @property
     def limits(self) -> list[float] | None:
@@ -219,23 +222,20 @@ class _Ident(NamedTuple):
 
 
 def _outcome_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The trace meta that outcome tables carry; :class:`TraceError` naming the field when
+    its ``meta.shield`` is malformed."""
     out = {k: meta[k] for k in OUTCOME_META if k in meta}
     if isinstance(meta.get("shield"), dict):
-        out["shield"] = shield_summary(meta["shield"])
+        out["shield"] = shield_summary(ShieldRecord.from_json(meta["shield"]))
     return out
 
 
-def shield_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """What tables read of a trace's ``meta.shield`` (robosafe.runner.shield): the mode and
+def shield_summary(record: ShieldRecord) -> dict[str, Any]:
+    """What tables read of a trace's ``meta.shield`` (robosafe.trace.shield): the mode and
     the intervention and warning counts (not the per-step logs). A record written before the
     mode was stored says only that a shield ran: mode "on"."""
-    def count(key: str) -> int | None:
-        v = record.get(key)
-        return len(v) if isinstance(v, list) else None
-
-    mode = record.get("mode")
-    return {"mode": mode if isinstance(mode, str) and mode else "on",
-            "interventions": count("interventions"), "warnings": count("warnings")}
+    return {"mode": record.mode or "on", "interventions": len(record.interventions),
+            "warnings": len(record.warnings)}
 
 
 class Scorer:
@@ -303,7 +303,7 @@ class Scorer:
         """Resolve one episode's task and active specs (raises on bad input)."""
         try:
             return _Prepared(ep, self.task(ep.benchmark, ep.task_id, ep.task_tags, ep.meta,
-                                           header_of(ep)))
+                                           header_of(ep)), _outcome_meta(ep.meta))
         except TraceError as err:
             if err.episode is None:
                 err.episode = ep.episode_id
@@ -319,7 +319,7 @@ class Scorer:
         return self._score(
             [p.task for p in prepared],
             [_Ident(e.episode_id, e.benchmark, e.task_id, e.success, e.policy, e.instance_id,
-                    e.seed, e.n_steps, _outcome_meta(e.meta)) for e in eps],
+                    e.seed, e.n_steps, p.meta) for e, p in zip(eps, prepared)],
             np.array([e.n_steps for e in eps], dtype=np.int64),
             np.array([e.dt for e in eps], dtype=float), episode_columns(eps))
 
@@ -327,26 +327,31 @@ class Scorer:
                     on_error: Callable[[RobosafeError], None] | None = None
                     ) -> list[EpisodeScore]:
         """Score the rows of a columnar Parquet batch (no Episode objects). A row whose task
-        cannot be resolved is passed to ``on_error`` (or raised) and skipped."""
+        cannot be resolved, or whose ``meta.shield`` is malformed, is passed to ``on_error`` (or
+        raised) and skipped."""
         sc = {k: batch.scalar(k) for k in ("episode_id", "benchmark", "task_id", "success",
                                             "policy", "instance_id", "seed")}
         tasks: list[_Task | None] = []
+        metas: list[dict[str, Any] | None] = []
         for i, (meta, tags, h) in enumerate(zip(batch.metas, batch.task_tags, batch.headers)):
             try:
-                tasks.append(self.task(sc["benchmark"][i], sc["task_id"][i], tags, meta, h))
+                task = self.task(sc["benchmark"][i], sc["task_id"][i], tags, meta, h)
+                row_meta = _outcome_meta(meta)
             except RobosafeError as err:
                 if isinstance(err, TraceError) and err.episode is None:
                     err.episode = sc["episode_id"][i]
                 if on_error is None:
                     raise
                 on_error(err)
-                tasks.append(None)
+                task = row_meta = None
+            tasks.append(task)
+            metas.append(row_meta)
         lengths = batch.lengths
         out: list[EpisodeScore] = []
         for lo, hi in _runs([t is not None for t in tasks]):
             part = batch.select(lo, hi)
             idents = list(map(_Ident, *(sc[k][lo:hi] for k in _Ident._fields[:7]),
-                              lengths[lo:hi].tolist(), map(_outcome_meta, part.metas)))
+                              lengths[lo:hi].tolist(), metas[lo:hi]))
             out += self._score(tasks[lo:hi], idents, lengths[lo:hi],
                                np.array(part.scalar("dt"), dtype=float),
                                {k: part.column(k) for k in FAMILIES})

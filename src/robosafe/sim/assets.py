@@ -658,11 +658,10 @@ def _real(cat: Category, fixed: bool, source: str, key: str) -> tuple[Category, 
     from robosafe.sim.libero_assets import real_xml
 
     stand_in = _build(_registry()[0][cat.name])
-    xml, real, part_geoms, visual, sites, joints, frames = real_xml(
-        cat, fixed, stand_in.sites, cat.half_extents, source, key)
-    out = _Out(part_geoms=part_geoms, visual=visual, recolor=list(visual), sites=sites,
-               joints=joints)
-    return real, xml, out, frames
+    real = real_xml(cat, fixed, stand_in.sites, cat.half_extents, source, key)
+    out = _Out(part_geoms=real.part_geoms, visual=real.visual, recolor=list(real.visual),
+               sites=real.sites, joints=real.joints)
+    return real.category, real.xml, out, real.frames
 
 
 def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,

@@ -40,8 +40,8 @@ from robosafe.errors import RobosafeError
 if TYPE_CHECKING:
     from robosafe.sim.categories import Category
 
-__all__ = ["SOURCES", "FileFrames", "arena_root", "assets_root", "covered", "missing_file",
-           "real_key", "real_xml", "source_frame"]
+__all__ = ["SOURCES", "FileFrames", "RealAsset", "arena_root", "assets_root", "covered",
+           "missing_file", "real_key", "real_xml", "source_frame"]
 
 EXTRA = "libero-assets"
 SOURCES = ("libero", "vla-arena")
@@ -454,12 +454,25 @@ class FileFrames:
     sites: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RealAsset:
+    """One real asset as the world builds it (:func:`real_xml`): its MJCF, the upright
+    ``category`` with the real half extents, its collision geoms per part id, visual geoms,
+    site names (the file's, then the stand-in's it lacks, scaled onto it), joints
+    ``{key: (joint, closed, open)}`` and its file's own numbering and frames."""
+
+    xml: str
+    category: Category
+    part_geoms: dict[int, list[str]]
+    visual: list[str]
+    sites: list[str]
+    joints: dict[str, tuple[str, float, float]]
+    frames: FileFrames
+
+
 def real_xml(cat: Category, fixed: bool, stand_in_sites: dict[str, tuple],
-             stand_in_half: Any, source: str = "libero",
-             key: str | None = None) -> tuple[str, Category, list, list, list, dict, FileFrames]:
-    """(xml, upright Category with the real half extents, part geoms, visual geoms, site names,
-    joints {key: (joint, closed, open)}, FileFrames) for the row ``key`` (default: the
-    category's name) of ``source``."""
+             stand_in_half: Any, source: str = "libero", key: str | None = None) -> RealAsset:
+    """The real asset of row ``key`` (default: the category's name) of ``source``."""
     key = key or cat.name
     row = _row(source, key)
     roots = _roots(source)
@@ -487,7 +500,7 @@ def real_xml(cat: Category, fixed: bool, stand_in_sites: dict[str, tuple],
     frames = FileFrames(index_geoms, {n: (body_rot.T @ rot, size)
                                       for n, (_, rot, size, stype, body_rot) in sites.items()
                                       if stype == mujoco.mjtGeom.mjGEOM_BOX})
-    return xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints, frames
+    return RealAsset(xml, real_cat, part_geoms, visual, [*sites_out, *missing], joints, frames)
 
 
 def _scaled_size(stype: str, size, scale) -> tuple[float, ...]:

@@ -9,6 +9,8 @@ instances both runs share (benchmark audit paper 002, Sec. 4, App. C.1; rows pai
 task_id, instance_id through ``stats.compare.compare_rows``, as ``results compare`` does).
 
 ``results compare``, ``score`` and the HTML report all build their shield tables here.
+:func:`score_warnings` scores the shield's warnings as an early-warning detector
+(benchmarks/bench_shield.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from robosafe.errors import RobosafeError
 from robosafe.safety.score import EpisodeScore
 from robosafe.stats.compare import Comparison, compare_rows, jsonable
 from robosafe.stats.intervals import mean_with_ci, wilson_interval
+from robosafe.trace.shield import ShieldRecord
 
 TESTED = ("success", "safe")
 """The metrics tested paired: both are 0/1 per episode (App. C.1 with R = 1)."""
@@ -163,3 +166,58 @@ def score_comparisons(scores: Sequence[EpisodeScore], *, n_boot: int = 10_000, s
                     base, modes["off"], shield_side(label, mode, eps, n_boot=n_boot, seed=seed),
                     eps, alpha=alpha))
     return out
+
+
+# -- the shield's warnings as an early-warning detector ---------------------------------------------
+
+@dataclass(frozen=True)
+class WarningScore:
+    """Early-warning detection of one spec family over many episodes."""
+
+    warnings: int
+    true_warnings: int
+    onsets: int
+    caught: int
+    leads: tuple[int, ...]
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_warnings / self.warnings if self.warnings else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.onsets if self.onsets else None
+
+
+def score_warnings(records: Sequence[ShieldRecord], horizon: int,
+                   family: dict[str, str]) -> dict[str, WarningScore]:
+    """Per spec family (robosafe's own scoring of the shield's ``monitor`` warnings): a
+    warning at step t for spec s is true when s's actual margin goes below zero at a row in
+    (t, t + horizon]; an onset at row r is caught when some warning for s was issued at a step
+    in [r - horizon, r - 1], with lead time r - (first such step). A warning issued at step t
+    (before action t) predicts rows t+1 .. t+horizon. ``family``: spec id -> its family (a
+    spec missing from it is its own)."""
+    counts: dict[str, list[int]] = {}  # family -> [warnings, true warnings, onsets, caught]
+    leads: dict[str, list[int]] = {}
+
+    def tally(spec: str) -> tuple[list[int], list[int]]:
+        f = family.get(spec, spec)
+        return counts.setdefault(f, [0, 0, 0, 0]), leads.setdefault(f, [])
+
+    for rec in records:
+        by_spec: dict[str, list[int]] = {}
+        for w in rec.warnings:
+            by_spec.setdefault(w.spec, []).append(w.step)
+            n, _ = tally(w.spec)
+            below = rec.below.get(w.spec, ())
+            n[0] += 1
+            n[1] += any(r in below for r in range(w.step + 1, w.step + horizon + 1))
+        for s, rows in rec.violations.items():
+            n, lead = tally(s)
+            for r in rows:
+                n[2] += 1
+                early = [t for t in by_spec.get(s, ()) if r - horizon <= t <= r - 1]
+                if early:
+                    n[3] += 1
+                    lead.append(r - min(early))
+    return {f: WarningScore(*n, tuple(leads[f])) for f, n in counts.items()}
