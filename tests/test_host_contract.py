@@ -184,7 +184,12 @@ def test_checker_catches_a_nondeterministic_reset_and_a_wrong_task_info(lift):
 def test_registry_is_data_and_dispatches_without_branching():
     assert set(hosts()) == {"robosafe", "libero", "robosuite"}
     assert run_hosts() == ("robosafe", "libero")
-    assert host_spec("libero").fixed == {"assets": "libero", "controller": "robosuite"}
+    # each host's own options are the class the registry names (robosafe.hosts.options)
+    assert [host_spec(h).options_class().__name__ for h in ("robosafe", "libero", "robosuite")] \
+        == ["SimOptions", "LiberoOptions", "RobosuiteOptions"]
+    libero = host_spec("libero").options_class()
+    assert {k: libero().to_json()[k] for k in ("assets", "controller")} \
+        == {"assets": "libero", "controller": "robosuite"}
     assert host_spec("robosafe").supports("state") and host_spec("libero").supports("state")
     assert not host_spec("robosuite").supports("state")
     with pytest.raises(RobosafeError, match="unknown host 'mujoco' \\(known: robosafe, libero, "

@@ -77,9 +77,7 @@ class RunDir:
 
     def set_record(self, key: str, value: Any) -> None:
         """``key`` of run.json's record beside the plan (the ``--until`` result), written
-        under the run directory's lock; the plan's own fields are never rewritten."""
-        if key in self.plan.to_json():
-            raise ValueError(f"{key} is a field of the run plan")
+        under the run directory's lock (never one of the plan's own fields)."""
         lock = DirLock.acquire(self.path, "run directory")
         try:
             config = {**open_run(self.path).config, key: value}
