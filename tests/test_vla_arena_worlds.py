@@ -181,7 +181,7 @@ def test_a_plate_its_region_puts_under_a_bowls_rim_is_placed_by_liberos_rule(cap
 
 
 def test_inscribed_and_shrunk_rectangles_by_hand():
-    from robosafe.sim.world import inscribed_half, shrink_rects
+    from robosafe.sim.placement import inscribed_half, shrink_rects
 
     c = s = np.sqrt(0.5)  # a square of half side 1 turned 45 degrees holds one of half 1/sqrt(2)
     rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])

@@ -665,6 +665,16 @@ def _real(cat: Category, fixed: bool, source: str, key: str) -> tuple[Category, 
     return real, xml, out, frames
 
 
+def region_articulation(asset: Asset, name: str) -> Articulation | None:
+    """The articulation a region of ``asset`` names (``top_region`` -> the ``top`` drawer), or
+    None if the region is not an articulated part."""
+    art = asset.articulations.get(name)
+    if art is None:
+        stem = name.removesuffix("_region")
+        art = next((a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+    return art
+
+
 def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,
                source: str = "stand-in", real_key: str | None = None) -> Asset:
     """A robosuite object for category ``cat`` named ``name`` (robosuite prefixes every element

@@ -39,7 +39,7 @@ from robosafe.sim.perturb import (
     draw_level,
     from_task,
 )
-from robosafe.sim.placement import InitState
+from robosafe.sim.placement import EpisodeStart, InitState, Jitter
 from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object
@@ -93,7 +93,7 @@ _WARNED: set[str] = set()
 log = logging.getLogger(__name__)
 
 
-def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
+def _jitter(spec, seed: int) -> Jitter | None:
     """``options["placement_jitter"] = (xy_m, yaw_deg, stream)``: objects placed off the seed's
     spots by up to xy_m per axis and yaw_deg, drawn from their own stream (seed, stream)."""
     if spec is None:
@@ -105,7 +105,7 @@ def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
                             f"{spec!r}") from None
     if xy < 0 or yaw < 0:
         raise RobosafeError(f"placement_jitter must not be negative, got {spec!r}")
-    return xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17])
+    return Jitter(xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17]))
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class TaskEnv:
         self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
                               horizon=self.horizon, assets=assets, controller=controller,
                               motion_clock="steps" if cost_mode == "vla-arena" else "seconds")
-        self._use_init_state(init_state)
+        self.init_state = self._check_init_state(init_state)
         m = self.arena.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
                                                                  c) < 0]
@@ -195,12 +195,12 @@ class TaskEnv:
         self.steps = 0
         self.success = False
 
-    def _use_init_state(self, state: InitState | None) -> None:
+    def _check_init_state(self, state: InitState | None) -> InitState | None:
         """Every reset starts from ``state``'s poses (robosafe.sim.placement.InitState): a name
         the task does not declare is an error; a body it leaves out is placed by robosafe's
         own sampler, and a warning names it."""
         if state is None:
-            return
+            return None
         if not isinstance(state, InitState):
             raise RobosafeError(f"init_state must be an InitState, got {type(state).__name__}")
         unknown = sorted(set(state.poses) - set(self.arena.assets))
@@ -212,10 +212,7 @@ class TaskEnv:
         if left:
             _warn_once([(f"{self.source}: init_state has no pose for {', '.join(left)}; "
                          "robosafe samples it")])
-        self.arena.init_state = state
-        # the other simulator's state at its reset: its own wait steps (VLA-Arena's
-        # evaluators' 10) are the caller's, so robosafe adds no settling steps of its own
-        self.arena.settle_steps = 0
+        return state
 
     def _check_parts(self) -> None:
         """Part ids in cost predicates must name parts of the object's asset (data/assets.yaml)."""
@@ -241,7 +238,7 @@ class TaskEnv:
 
     def drive(self, physics) -> None:
         """Step and reset the robosuite env through ``physics`` from now on: an object with
-        ``reset()`` and ``step(action)`` that wraps :attr:`arena` (a trace recorder), so it
+        ``reset(**kw)`` and ``step(action)`` that wraps :attr:`arena` (a trace recorder), so it
         sees the state right after every physics step and reset, before this world reads
         its predicates or renders; both return what the robosuite env's returned."""
         self._physics = physics
@@ -255,21 +252,21 @@ class TaskEnv:
         self._next_seed = self.seed + 1
         place, visual, noise = (np.random.default_rng(s)
                                 for s in np.random.SeedSequence(self.seed).spawn(3))
-        self.arena.episode_rng = place
-        self.arena.placement_jitter = _jitter((options or {}).get("placement_jitter"), self.seed)
+        start = EpisodeStart(place, _jitter((options or {}).get("placement_jitter"), self.seed),
+                             self.init_state)
         self._noise_rng = noise
         self.perturbation = self._draw_perturbation(visual)
         self.instruction = (perturb_instruction(self.problem.language, self.language_level,
                                                 self.seed).text
                             if self.language_level else self.problem.language)
-        obs = self._physics.reset()
+        obs = self._physics.reset(start=start)
         self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
         _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
         self.view.start_episode()
         # the episode starts from the state as placed; a file's :init that it does not satisfy
         # (a region no object can rest in, a mover away from its region) is said, not hidden
         # (not for a given initial state: another simulator's reset state, objects in the air)
-        if self.arena.init_state is None:
+        if self.init_state is None:
             _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) "
                        "does not hold after placement; episodes start from the state as placed"
                        for p in self.unheld_init())
