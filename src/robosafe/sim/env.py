@@ -30,6 +30,7 @@ import numpy as np
 
 from robosafe import mjstate
 from robosafe.errors import RobosafeError, TaskError
+from robosafe.sim.categories import Articulation
 from robosafe.sim.controller import DEFAULT as CONTROLLER
 from robosafe.sim.perturb import (
     VisualPerturbation,
@@ -44,7 +45,7 @@ from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object
 from robosafe.sim.world import ArenaEnv, config
-from robosafe.tasks.ast import Pred, Problem
+from robosafe.tasks.ast import Pred, Problem, Region
 from robosafe.tasks.cost import (
     MODES,
     CostBreakdown,
@@ -380,6 +381,50 @@ class TaskEnv:
             "seed": self.seed,
             "frozen": sorted(self.arena.frozen),
         }
+
+    # -- what the world holds (its host's roles, task info and state) ---------------------------
+    @property
+    def assets(self) -> dict[str, Any]:
+        """The task's objects and fixtures (tables aside): name -> :class:`robosafe.sim.assets.Asset`."""
+        return self.arena.assets
+
+    @property
+    def movers(self) -> frozenset[str]:
+        """The moving objects' names (VLA-Arena App. 7.2.3)."""
+        return frozenset(self.arena.moving)
+
+    @property
+    def table_name(self) -> str:
+        """The task's table fixture (``table`` when it declares none)."""
+        return next(iter(self.arena.table_names), "table")
+
+    @property
+    def table_z(self) -> float:
+        """Height of the table top (m)."""
+        return float(self.arena.table_offset[2])
+
+    def region_geometry(self, region: Region) -> tuple[np.ndarray, np.ndarray, float]:
+        """World rectangles (n, 4), yaw ranges (n, 2) and support height of ``region`` in the
+        current state (robosafe.sim.world.TaskWorld.region_geometry)."""
+        return self.arena.region_geometry(region)
+
+    def articulation(self, entity: str) -> Articulation:
+        """The drawer, door or knob an Open/Close/TurnOn atom's ``entity`` refers to."""
+        return self.arena.articulation(entity)[1]
+
+    def scripted_motion(self) -> bool:
+        """Whether a moving object may move at the next step: the motion is on and some mover
+        is not frozen."""
+        return bool(self.arena.motion_on and set(self.arena.moving) - self.arena.frozen)
+
+    @property
+    def frozen(self) -> frozenset[str]:
+        """The moving objects stopped at a violation so far (VLA-Arena App. 7.4)."""
+        return frozenset(self.arena.frozen)
+
+    def restore_frozen(self, names: frozenset[str]) -> None:
+        """Stop exactly the movers ``names`` (a saved state's :attr:`frozen`)."""
+        self.arena.frozen = set(names)
 
     def articulated(self) -> list[str]:
         """Entities of Open/Close/TurnOn/TurnOff atoms in the goal and init."""
