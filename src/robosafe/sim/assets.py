@@ -596,13 +596,13 @@ class Asset(MujocoXMLObject):
                  source: str = "stand-in", real_key: str | None = None):
         fixed = cat.kind == "fixture" if fixed is None else bool(fixed)
         frames = None  # a real asset's file numbering and site frames (FileFrames)
-        if source in ("libero", "vla-arena"):
-            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
-        elif source == "stand-in":
+        from robosafe.sim.libero_assets import resolve_source
+
+        # its files are looked up as it is built (one line naming a missing folder)
+        if resolve_source(source, installed=False) == "stand-in":
             xml, out = _generate(cat, rgba, fixed)
         else:
-            raise RegistryError("asset source must be 'stand-in', 'libero' or 'vla-arena', "
-                                f"got {source!r}")
+            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
         self.source = source
         # real assets: robosafe's root frame in the file's own root frame (pose mapping)
         self.source_frame = None

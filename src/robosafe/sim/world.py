@@ -29,7 +29,7 @@ from robosafe.errors import TaskError
 from robosafe.sim import frames, motion
 from robosafe.sim.assets import category, make_asset, region_articulation
 from robosafe.sim.controller import CompiledController, check_controller
-from robosafe.sim.libero_assets import SOURCES, arena_root, assets_root, missing_file, real_key
+from robosafe.sim.libero_assets import OWNERS, choose_asset, resolve_source
 from robosafe.sim.motion import ArenaWaypoints
 from robosafe.sim.placement import EpisodeStart, inscribed_half, place
 from robosafe.tasks.ast import Problem, Region
@@ -75,13 +75,8 @@ class ArenaEnv(ManipulationEnv):
                  controller: str = "robosuite", motion_clock: str = "seconds", **kwargs):
         cfg = config()
         self.problem = problem
-        if assets not in ("stand-in", *SOURCES):
-            raise TaskError(f"assets must be 'stand-in', 'libero' or 'vla-arena', got {assets!r}")
-        if assets == "libero":
-            assets_root()  # one line naming the extra when LIBERO's assets are not installed
-        if assets == "vla-arena":
-            arena_root()  # one line naming the variable when VLA-Arena's assets are not found
-        self.asset_source = assets
+        # the source's name and folders checked once (one line naming the extra or variable)
+        self.asset_source = resolve_source(assets)
         self.source = source
         self.scene = scene(problem.name)
         self.table_full_size = tuple(self.scene["full_size"])
@@ -164,8 +159,7 @@ class ArenaEnv(ManipulationEnv):
             stand_ins = sorted({a.category.name for n, a in self.assets.items()
                                 if a.source == "stand-in" and n not in self.missing_files})
             if stand_ins:  # said once per task: these look unlike the real ones to a policy
-                owner = "LIBERO's" if self.asset_source == "libero" else "VLA-Arena's"
-                self.notes.add(f"{owner} assets have no " + ", ".join(stand_ins)
+                self.notes.add(f"{OWNERS[self.asset_source]} assets have no " + ", ".join(stand_ins)
                                + ": procedural stand-ins used")
         self.model = ManipulationTask(mujoco_arena=arena,
                                       mujoco_robots=[r.robot_model for r in self.robots],
@@ -181,18 +175,12 @@ class ArenaEnv(ManipulationEnv):
         has it, else the stand-in; a file the source lists but the folder lacks is one warning
         line naming the object and the file (the stand-in is used)."""
         fixed = True if decl.name in self.moving and decl.name not in self.welded else None
-        source = self.asset_source
-        key = (real_key(source, decl.category, category(decl.category).name)
-               if source != "stand-in" else None)
-        if key is not None:
-            missing = missing_file(source, key)
-            if missing is not None:
-                self.notes.add(f"{decl.name} ({decl.category}): asset file {missing} not found "
-                               f"in the {source} assets: procedural stand-in used")
-                key = None
-        if key is None:
-            return make_asset(decl.category, decl.name, fixed=fixed)
-        return make_asset(decl.category, decl.name, fixed=fixed, source=source, real_key=key)
+        pick = choose_asset(self.asset_source, decl.category, category(decl.category).name)
+        if pick.missing is not None:
+            self.notes.add(f"{decl.name} ({decl.category}): asset file {pick.missing} not found "
+                           f"in the {pick.wanted} assets: procedural stand-in used")
+        return make_asset(decl.category, decl.name, fixed=fixed, source=pick.source,
+                          real_key=pick.key)
 
     def mocap_names(self) -> list[str]:
         """Fixtures (other than the table) and moving objects: kinematic bodies (a welded
