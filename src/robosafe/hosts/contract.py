@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from robosafe.errors import HostContractError, RobosafeError
+from robosafe.errors import HostContractError
 from robosafe.trace.episode import Episode
 
 #: A goal atom's argument: an entity name, a number (a threshold), or part ids.
@@ -191,15 +191,6 @@ class StatefulHostEnv(HostEnv, Protocol):
     def get_state(self, *, objects: bool = True) -> Any: ...
 
     def set_state(self, state: Any) -> None: ...
-
-
-def host_action(action: Any, dim: int) -> np.ndarray:
-    """``action`` as the float vector a host steps with: ``dim`` finite numbers, else one
-    error line (a policy's NaN must not reach the simulator)."""
-    a = np.asarray(action, dtype=float)
-    if a.shape != (dim,) or not np.all(np.isfinite(a)):
-        raise RobosafeError(f"action must be {dim} finite numbers, got shape {a.shape}")
-    return a
 
 
 # -- the checker ----------------------------------------------------------------------------------

@@ -303,11 +303,7 @@ class TaskEnv:
         stream advances as if they were, so later frames are the same either way."""
         if self._ended:
             raise RobosafeError("step() after the episode ended; call reset()")
-        action = np.asarray(action, dtype=float)
-        if action.shape != (self.arena.action_dim,) or not np.all(np.isfinite(action)):
-            raise RobosafeError(f"action must be {self.arena.action_dim} finite numbers, got "
-                                f"shape {action.shape}")
-        obs = self._physics.step(action)[0]
+        obs = self._physics.step(mjstate.host_action(action, self.arena.action_dim))[0]
         self.steps += 1
         self.view.update()
         atom = self.view.atom
