@@ -68,7 +68,7 @@ class RobosafeEnv:
         self.world = TaskEnv(task, image_size=image_size, **world)
         self.suite = suite
         self.task_id = self.world.task_id
-        self.recorder = Recorder(self.world.arena, roles=self._roles(), names=self._names(),
+        self.recorder = Recorder(self.world.task_world, roles=self._roles(), names=self._names(),
                                  benchmark=benchmark or BENCHMARK, task_id=self.task_id,
                                  target_object=self.world.target)
         self.world.drive(self.recorder)
@@ -206,11 +206,11 @@ class RobosafeEnv:
         ``objects=False`` leaves robosuite's Python-side objects out (the contract's cheap
         form, robosafe.hosts.contract.StatefulHostEnv)."""
         return HostState(self.world.get_state(),
-                         capture(self.world.arena) if objects else (), (self.world.frozen,))
+                         capture(self.world.task_world) if objects else (), (self.world.frozen,))
 
     def set_state(self, state: HostState) -> None:
         """Put the world in ``state`` (of an env of the same task)."""
         self.world.set_state(state.physics)
-        restore(self.world.arena, state.objects)
+        restore(self.world.task_world, state.objects)
         (frozen,) = state.extra
         self.world.restore_frozen(frozen)

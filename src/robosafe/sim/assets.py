@@ -9,7 +9,8 @@ mesh files or downloads.
 The category list covers the objects of VLA-Arena's task suites (paper 001, App. 9, Tables 5-15:
 StaticObstacles, CautiousGrasp, HazardAvoidance, StatePreservation, DynamicObstacles, ...,
 LongHorizon), the LIBERO objects those suites reuse, and the CBDDL examples in
-``robosafe/tasks/examples``. Tables are provided by the arena, never by this library.
+``robosafe/tasks/examples``. Tables are robosuite's table arena (robosafe.sim.world), never this
+library's.
 
 Conventions (the world builder relies on them):
 

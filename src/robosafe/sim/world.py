@@ -60,13 +60,13 @@ def scene(problem_name: str) -> dict:
 
 
 def _leave_uncompiled(robot_model, mujoco_model=None) -> None:
-    """``RobotModel.set_mujoco_model`` while robosafe loads its robots (ArenaEnv._load_robots):
+    """``RobotModel.set_mujoco_model`` while robosafe loads its robots (TaskWorld._load_robots):
     keeps a model given, compiles none."""
     if mujoco_model is not None:
         robot_model.mujoco_model = mujoco_model
 
 
-class ArenaEnv(ManipulationEnv):
+class TaskWorld(ManipulationEnv):
     """robosuite env built from a parsed task. Use :class:`robosafe.sim.env.TaskEnv`, which
     adds the gymnasium API, costs, perturbations and the recorder."""
 
@@ -138,11 +138,11 @@ class ArenaEnv(ManipulationEnv):
         super()._load_model()
         robot = self.robots[0].robot_model
         robot.set_base_xpos(robot.base_xpos_offset["table"](self.table_full_size[0]))
-        arena = TableArena(table_full_size=self.table_full_size,
+        table = TableArena(table_full_size=self.table_full_size,
                            table_friction=self.table_friction, table_offset=self.table_offset)
-        arena.set_origin([0, 0, 0])
+        table.set_origin([0, 0, 0])
         if "rgba" in self.scene:  # a scene's own table colour replaces robosuite's texture
-            for geom in arena.worldbody.iter("geom"):
+            for geom in table.worldbody.iter("geom"):
                 if geom.get("name") == "table_visual":
                     geom.attrib.pop("material", None)
                     geom.set("rgba", " ".join(map(str, self.scene["rgba"])))
@@ -161,7 +161,7 @@ class ArenaEnv(ManipulationEnv):
             if stand_ins:  # said once per task: these look unlike the real ones to a policy
                 self.notes.add(f"{OWNERS[self.asset_source]} assets have no " + ", ".join(stand_ins)
                                + ": procedural stand-ins used")
-        self.model = ManipulationTask(mujoco_arena=arena,
+        self.model = ManipulationTask(mujoco_arena=table,
                                       mujoco_robots=[r.robot_model for r in self.robots],
                                       mujoco_objects=list(self.assets.values()))
         for name in self.mocap_names():
