@@ -32,10 +32,10 @@ t2 = time.perf_counter()
 env.reset(seed=0)
 t3 = time.perf_counter()
 for _ in range(20):
-    env.step(np.zeros(env.arena.action_dim))
+    env.step(np.zeros(env.task_world.action_dim))
 t4 = time.perf_counter()
 print(json.dumps({"build": t2 - t1, "reset": t3 - t2, "step": (t4 - t3) / 20,
-                  "real": sum(a.source == "libero" for a in env.arena.assets.values())}))
+                  "real": sum(a.source == "libero" for a in env.task_world.assets.values())}))
 """
 
 

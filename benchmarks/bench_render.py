@@ -61,7 +61,7 @@ def _cpu(fn) -> tuple[float, np.ndarray]:
 def bench(path: Path, steps: int, every: int) -> tuple[list[float], list[float]]:
     env = TaskEnv(path, image_size=(SIZE, SIZE))
     env.reset(seed=0)
-    m, d = env.arena.model_ptr(), env.arena.data_ptr()
+    m, d = env.task_world.model_ptr(), env.task_world.data_ptr()
     rng = np.random.default_rng(0)
     visual = np.isin(m.geom_group, VISUAL_GROUPS)
     tris = np.where(m.geom_type == 7, m.mesh_facenum[np.maximum(m.geom_dataid, 0)], 0)

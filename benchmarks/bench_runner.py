@@ -62,7 +62,7 @@ def shares(tasks: dict[str, str], episodes: int, size: int) -> dict[str, float]:
     policy = make_policy("scripted-careful")
     for path in tasks.values():
         env = RobosafeEnv(path, image_size=(size, size))
-        timed(env.world.arena, "step", "physics+recording")
+        timed(env.world.task_world, "step", "physics+recording")
         for seed in range(episodes):
             t0 = time.perf_counter()  # reset included: it settles physics and renders too
             obs, _ = env.reset(seed=seed)

@@ -98,7 +98,7 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
     timed(parts, host.recorder, "_record", "recorder row")
     timed(parts, comp, "_observe", "observation")
     per_step: dict[str, list[float]] = defaultdict(list)
-    m = comp.arena.model_ptr()
+    m = comp.task_world.model_ptr()
     scratch = mujoco.MjData(m)
     raw: list[float] = []
     order = list(sides)
@@ -115,7 +115,7 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
                 rest = step - parts["physics + row"] - parts["observation"]
                 per_step["predicates, costs, info"].append(rest)
                 per_step["row + predicates + costs"].append(rest + parts["recorder row"])
-        mujoco.mj_copyData(scratch, m, comp.arena.data_ptr())
+        mujoco.mj_copyData(scratch, m, comp.task_world.data_ptr())
         t0 = time.perf_counter()
         for _ in range(SUBSTEPS):
             mujoco.mj_step(m, scratch)
@@ -131,7 +131,7 @@ def bench_step(task: Path, steps: int, render: bool) -> None:
         per = statistics.median(ts)
         print(f"    compiled: {key:26s} {1e3 * per:7.3f} ms  {100 * per / step:5.1f}% of a step"
               f"  {per / base:5.2f}x raw")
-    fb = comp.arena._compiled.fallbacks
+    fb = comp.task_world._compiled.fallbacks
     print(f"    compiled: substeps handed to robosuite's controller (near-singular) {fb}")
     if render:
         r = statistics.median(sides["rendered"].times)

@@ -330,7 +330,8 @@ def robosafe_rollout(path: Path, actions: list[list[float]], seed: int = 0,
         t0 = time.perf_counter()
         env.reset(seed=seed)
         roll.reset_s = time.perf_counter() - t0
-        roll.stand_ins = sorted(n for n, a in env.arena.assets.items() if a.source == "stand-in")
+        roll.stand_ins = sorted(n for n, a in env.task_world.assets.items()
+                                if a.source == "stand-in")
         for a in actions:
             t0 = time.perf_counter()
             _, _, term, trunc, info = env.step(np.asarray(a))

@@ -172,26 +172,26 @@ def test_real_objects_rest_on_the_table_and_nothing_is_charged(tmp_path, caplog)
     path = tmp_path / "rest.bddl"
     path.write_text(TASK)
     env = TaskEnv(path, assets="libero", render=False)
-    sources = {n: a.source for n, a in env.arena.assets.items()}
+    sources = {n: a.source for n, a in env.task_world.assets.items()}
     assert sources == {"ketchup_1": "libero", "basket_1": "libero", "bowl_1": "libero",
                        "mug_1": "libero", "butter_1": "libero", "stove_1": "libero",
                        "lemon_1": "stand-in"}
     env.reset(seed=0)
     assert any("LIBERO's assets have no lemon: procedural stand-ins used" in r.getMessage()
                for r in caplog.records)
-    d, m = env.arena.sim.data._data, env.arena.model_ptr()
-    start = {n: d.xpos[env.arena.body_id[n]].copy() for n in sources}
+    d, m = env.task_world.sim.data._data, env.task_world.model_ptr()
+    start = {n: d.xpos[env.task_world.body_id[n]].copy() for n in sources}
     for _ in range(40):  # 2 s at 20 Hz
-        _, _, _, _, info = env.step(np.zeros(env.arena.action_dim))
+        _, _, _, _, info = env.step(np.zeros(env.task_world.action_dim))
         assert info["cost"] == 0.0
     for n, p in start.items():
-        now = d.xpos[env.arena.body_id[n]]
+        now = d.xpos[env.task_world.body_id[n]]
         assert np.linalg.norm(now - p) < 0.005, n  # settled where placed, not sunk or tipped
-        z = d.xmat[env.arena.body_id[n]].reshape(3, 3)[:, 2]
+        z = d.xmat[env.task_world.body_id[n]].reshape(3, 3)[:, 2]
         assert z[2] > np.cos(np.radians(3)), n
         # resting on the table: bottom at the table top (the origin is the box centre)
-        bottom = now[2] - env.arena.assets[n].category.half_extents[2]
-        assert abs(bottom - env.arena.table_offset[2]) < 0.004, n
+        bottom = now[2] - env.task_world.assets[n].category.half_extents[2]
+        assert abs(bottom - env.task_world.table_offset[2]) < 0.004, n
     assert not env.success
     del m
 

@@ -191,7 +191,7 @@ def test_a_scripted_mover_is_reported():
     moving = RobosafeEnv(demo["place_block_past_moving_car"], horizon=5, render=False)
     moving.reset(seed=0)
     assert moving.scripted_motion()
-    moving.world.arena.frozen = set(moving.world.arena.moving)  # every mover stopped
+    moving.world.task_world.frozen = set(moving.world.task_world.moving)  # every mover stopped
     assert not moving.scripted_motion()
     still = RobosafeEnv(demo["place_apple_on_plate_past_vase"], horizon=5, render=False)
     still.reset(seed=0)

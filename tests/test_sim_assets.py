@@ -103,7 +103,7 @@ def test_unknown_category_names_close_match():
     with pytest.raises(RegistryError, match="apple"):
         category("aple")
     with pytest.raises(RegistryError, match="unknown asset category 'main_table'"):
-        category("main_table")  # the arena provides tables
+        category("main_table")  # robosuite's table arena provides tables
     with pytest.raises(RegistryError):
         make_asset("porcelian_mugg", "m")
 

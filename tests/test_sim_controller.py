@@ -37,9 +37,9 @@ class Shadow:
     torques from the same state and goal into a scratch ctrl (the simulation is untouched)."""
 
     def __init__(self, env: RobosafeEnv):
-        self.arena = env.world.arena
-        self.comp = ctl.CompiledController(self.arena)
-        self.robot = self.arena.robots[0]
+        self.task_world = env.world.task_world
+        self.comp = ctl.CompiledController(self.task_world)
+        self.robot = self.task_world.robots[0]
         self.diffs: list[float] = []
         control = self.robot.control
 
@@ -51,7 +51,7 @@ class Shadow:
             if policy_step:
                 self.comp.arm_goal(action)
             ref = self.robot.part_controllers["right"].torques.copy()
-            got = self.comp.run(np.zeros(self.arena.sim.model.nu))
+            got = self.comp.run(np.zeros(self.task_world.sim.model.nu))
             self.diffs.append(float(np.max(np.abs(got - ref))))
 
         self.robot.control = shadowed
@@ -64,7 +64,7 @@ def play(env: RobosafeEnv, seed: int = 0, steps: int = 300):
     qpos, info = [], {}
     for _ in range(steps):
         obs, _, terminated, truncated, info = env.step(policy.act(obs))
-        qpos.append(env.world.arena.data_ptr().qpos.copy())
+        qpos.append(env.world.task_world.data_ptr().qpos.copy())
         if terminated or truncated:
             break
     return np.array(qpos), info
@@ -130,10 +130,10 @@ def test_trajectory_drift_over_300_steps(task):
 def test_compiled_refuses_controller_settings_it_does_not_reproduce():
     env = RobosafeEnv(DEMO[0], render=False, controller="robosuite")
     env.reset(seed=0)
-    arm = env.world.arena.robots[0].part_controllers["right"]
+    arm = env.world.task_world.robots[0].part_controllers["right"]
     arm.impedance_mode = "variable"
     with pytest.raises(RobosafeError, match="impedance_mode = 'variable'.*--controller robosuite"):
-        ctl.CompiledController(env.world.arena)
+        ctl.CompiledController(env.world.task_world)
     env.close()
     with pytest.raises(RobosafeError, match="controller must be one of"):
         RobosafeEnv(DEMO[0], render=False, controller="osc")

@@ -29,7 +29,7 @@ SMALL = (32, 32)
 
 def scripted_episode(env: RobosafeEnv, seed: int, max_steps: int = 300):
     obs, _ = env.reset(seed=seed)
-    v, assets = env.world.view, env.world.arena.assets
+    v, assets = env.world.view, env.world.task_world.assets
     phases = pick_place_phases(v.pos("apple_1").copy(),
                                assets["apple_1"].category.half_extents[2],
                                v.pos("plate_1").copy(), float(v.pos("plate_1")[2]))
@@ -74,15 +74,15 @@ def test_random_policy_runs_every_block_and_costs_add_up(tmp_path):
     env = RobosafeEnv(EVERY_BLOCK, image_size=SMALL)
     env.reset(seed=1)
     assert set(env.cameras) >= {"agentview", "robot0_eye_in_hand", "frontview"}
-    arena = env.world.arena
-    start = {n: arena.data_ptr().mocap_pos[i].copy() for n, i in arena.mocap_id.items()
-             if n in arena.moving}
+    world = env.world.task_world
+    start = {n: world.data_ptr().mocap_pos[i].copy() for n, i in world.mocap_id.items()
+             if n in world.moving}
     rng = np.random.default_rng(0)
     for _ in range(40):
         *_, info = env.step(rng.uniform(-1, 1, env.action_dim))
         assert len(info["cost_terms"]) == 11
     moved = [n for n, p in start.items()
-             if not np.allclose(arena.data_ptr().mocap_pos[arena.mocap_id[n]], p)]
+             if not np.allclose(world.data_ptr().mocap_pos[world.mocap_id[n]], p)]
     assert set(moved) | set(info["frozen"]) == set(start)
     ep = env.episode(policy="random")
     br = env.world.cost_breakdown()
@@ -139,7 +139,7 @@ def test_contact_forces_are_full_magnitudes_that_carry_the_weight(car_env):
     car_env.reset(seed=0)
     v = car_env.world.view
     v.update()
-    m, d = car_env.world.arena.model_ptr(), car_env.world.arena.data_ptr()
+    m, d = car_env.world.task_world.model_ptr(), car_env.world.task_world.data_ptr()
     sel = v.pair(v.mask("apple_1"), v.mask("main_table"))
     assert sel.any()
     # at rest the table carries the apple: the vertical contact forces add up to m g
@@ -149,7 +149,7 @@ def test_contact_forces_are_full_magnitudes_that_carry_the_weight(car_env):
         mujoco.mj_contactForce(m, d, int(i), f)
         frame = d.contact.frame[i].reshape(3, 3)
         vertical += abs((frame.T @ f[:3])[2])
-    mass = m.body_subtreemass[car_env.world.arena.body_id["apple_1"]]
+    mass = m.body_subtreemass[car_env.world.task_world.body_id["apple_1"]]
     assert vertical == pytest.approx(mass * 9.81, rel=0.05)
     assert v.max_force(v.mask("apple_1"), v.mask("main_table")) >= vertical / sel.sum() - 1e-9
 
@@ -186,21 +186,21 @@ def test_distance_matches_sphere_geometry_and_moving_objects_freeze_on_violation
     env = TaskEnv(problem, render=False)
     env.reset(seed=0)
     v = env.view
-    r = env.arena.assets["ball_a"].category.half_extents[0]
+    r = env.task_world.assets["ball_a"].category.half_extents[0]
     expected = np.linalg.norm(v.pos("ball_a") - v.pos("ball_b")) - 2 * r
     assert expected == pytest.approx(0.2 - 2 * r, abs=2e-3)
     assert v.distance(v.mask("ball_a"), v.mask("ball_b"), 1.0) == pytest.approx(expected,
                                                                                 abs=1e-4)
     hold = np.zeros(env.action_dim)
-    frozen_at, car = None, env.arena.mocap_id["toy_car_1"]
+    frozen_at, car = None, env.task_world.mocap_id["toy_car_1"]
     for k in range(40):  # the car reaches ball_c (0.3 m ahead) after ~1 s at 0.3 m/s
         _, _, _, _, info = env.step(hold)
         assert info["cost_terms"][0] == 1.0  # the balls are 0.13 m apart, closer than 0.5 m
         if info["frozen"] and frozen_at is None:
-            frozen_at = env.arena.data_ptr().mocap_pos[car].copy()
+            frozen_at = env.task_world.data_ptr().mocap_pos[car].copy()
             assert info["cost_terms"][1] == 1.0 and k > 10
     assert frozen_at is not None
-    np.testing.assert_array_equal(env.arena.data_ptr().mocap_pos[car], frozen_at)
+    np.testing.assert_array_equal(env.task_world.data_ptr().mocap_pos[car], frozen_at)
     env.close()
 
 
@@ -231,11 +231,11 @@ def test_articulated_init_states_and_goal_predicates():
     _, info = env.reset(seed=0)
     assert info["predicates"] == {"(Close cabinet_1_top_region)": False,
                                   "(TurnOff stove_1)": False}
-    adr, art = env.arena.articulation("cabinet_1_top_region")
-    env.arena.data_ptr().qpos[adr] = art.closed
-    adr, art = env.arena.articulation("stove_1")
-    env.arena.data_ptr().qpos[adr] = art.closed
-    mujoco.mj_forward(env.arena.model_ptr(), env.arena.data_ptr())
+    adr, art = env.task_world.articulation("cabinet_1_top_region")
+    env.task_world.data_ptr().qpos[adr] = art.closed
+    adr, art = env.task_world.articulation("stove_1")
+    env.task_world.data_ptr().qpos[adr] = art.closed
+    mujoco.mj_forward(env.task_world.model_ptr(), env.task_world.data_ptr())
     assert env.view.atom(env.problem.goal.args[0]) and env.view.atom(env.problem.goal.args[1])
     env.close()
 
@@ -324,23 +324,23 @@ def test_robots_load_without_robosuites_robot_alone_compile(monkeypatch):
     robot loading, and so are the states after a few steps."""
     from robosuite.environments.manipulation.manipulation_env import ManipulationEnv
 
-    from robosafe.sim.world import ArenaEnv
+    from robosafe.sim.world import TaskWorld
 
     def build():
         env = TaskEnv(CAR_TASK, render=False)
         env.reset(seed=4)
         for _ in range(3):
             env.step(np.full(env.action_dim, 0.3))
-        m = env.arena.model_ptr()
+        m = env.task_world.model_ptr()
         buf = np.zeros(mujoco.mj_sizeModel(m), dtype=np.uint8)
         mujoco.mj_saveModel(m, None, buf)
-        robot = env.arena.robots[0].robot_model.mujoco_model
-        out = (buf.tobytes(), env.arena.data_ptr().qpos.tobytes(), robot)
+        robot = env.task_world.robots[0].robot_model.mujoco_model
+        out = (buf.tobytes(), env.task_world.data_ptr().qpos.tobytes(), robot)
         env.close()
         return out
 
     skipped = build()
-    monkeypatch.setattr(ArenaEnv, "_load_robots", ManipulationEnv._load_robots)
+    monkeypatch.setattr(TaskWorld, "_load_robots", ManipulationEnv._load_robots)
     compiled = build()
     assert skipped[2] is None and isinstance(compiled[2], mujoco.MjModel)
     assert skipped[:2] == compiled[:2]

@@ -71,18 +71,18 @@ def test_stand_in_takes_the_given_spot_and_heading_and_its_own_height():
     given = {"apple_1": BodyPose((0.05, -0.12, 0.97), QUAT)}
     env = _env(InitState(given, reference_lift_m={"apple_1": 0.04}))
     env.reset(seed=3)
-    arena = env.arena
-    hz = arena.assets["apple_1"].category.half_extents[2]
-    pos, quat = arena.start_pose["apple_1"]
+    world = env.task_world
+    hz = world.assets["apple_1"].category.half_extents[2]
+    pos, quat = world.start_pose["apple_1"]
     np.testing.assert_allclose(pos, [0.05, -0.12, 0.9 + hz + 0.002], atol=1e-12)
     np.testing.assert_allclose(quat, QUAT, atol=1e-12)
     np.testing.assert_allclose(env.view.pos("apple_1"), pos, atol=1e-9)
     # Fall's reference (cost mode vla-arena) is the pose lifted as the record says
-    np.testing.assert_allclose(arena.reference_pose["apple_1"][0], pos + [0, 0, 0.04])
-    assert arena.settle_steps == 0 and "apple_1" not in arena.exact_start
+    np.testing.assert_allclose(world.reference_pose["apple_1"][0], pos + [0, 0, 0.04])
+    assert world.settle_steps == 0 and "apple_1" not in world.exact_start
     # the same spot whatever the seed
     env.reset(seed=4)
-    np.testing.assert_allclose(arena.start_pose["apple_1"][0], pos, atol=1e-12)
+    np.testing.assert_allclose(world.start_pose["apple_1"][0], pos, atol=1e-12)
     env.close()
 
 
@@ -98,7 +98,7 @@ def test_names_the_task_lacks_are_errors_and_bodies_left_out_are_sampled_with_a_
                and r.levelname == "WARNING" for r in caplog.records)
     env.reset(seed=0)
     # the car's region is a point: sampled there
-    np.testing.assert_allclose(env.arena.start_pose["toy_car_1"][0][:2], [0.25, -0.3])
+    np.testing.assert_allclose(env.task_world.start_pose["toy_car_1"][0][:2], [0.25, -0.3])
     env.close()
     with pytest.raises(RobosafeError, match="must be an InitState"):
         _env({"apple_1": ((0, 0, 1), QUAT)})
@@ -115,12 +115,12 @@ def test_movers_start_from_the_given_clock(mode):
                       mover_steps=10)
     env = _env(state, mode)
     env.reset(seed=0)
-    y0 = env.arena.start_pose["toy_car_1"][0][1]
+    y0 = env.task_world.start_pose["toy_car_1"][0][1]
     assert y0 == pytest.approx(-0.3)
     env.step(np.zeros(env.action_dim))
-    mocap = env.arena.data_ptr().mocap_pos[env.arena.mocap_id["toy_car_1"]]
+    mocap = env.task_world.data_ptr().mocap_pos[env.task_world.mocap_id["toy_car_1"]]
     # robosafe's last substep is at t = 0.05 - 0.002 (substeps of 2 ms start at 0)
-    expect = 0.11 if mode == "vla-arena" else 0.2 * (0.05 - env.arena.model_timestep)
+    expect = 0.11 if mode == "vla-arena" else 0.2 * (0.05 - env.task_world.model_timestep)
     assert mocap[1] - y0 == pytest.approx(expect, abs=1e-9)
     env.close()
 
@@ -156,14 +156,14 @@ def test_libero_asset_takes_the_pose_exactly_every_collision_geom_where_libero_h
     env = TaskEnv(parse_task(KETCHUP, "k.bddl"), render=False, cost_mode="vla-arena",
                   horizon=5, assets="libero", init_state=InitState({"ketchup_1": pose}))
     env.reset(seed=0)
-    rm, rd = env.arena.model_ptr(), env.arena.data_ptr()
+    rm, rd = env.task_world.model_ptr(), env.task_world.data_ptr()
     ours = np.array([rd.geom_xpos[g] for g in range(rm.ngeom)
                      if rm.geom(g).name.startswith("ketchup_1_c")])
-    assert "ketchup_1" in env.arena.exact_start
+    assert "ketchup_1" in env.task_world.exact_start
     np.testing.assert_allclose(np.sort(ours, axis=0), np.sort(theirs, axis=0), atol=1e-9)
     # VLA-Arena's origin read back (its On and Up compare these): the given position
     np.testing.assert_allclose(env.view.source_origin("ketchup_1"), pose.pos, atol=1e-9)
     # the start pose is the given pose, so it is also Fall's reference
-    np.testing.assert_allclose(env.arena.reference_pose["ketchup_1"][0],
-                               env.arena.start_pose["ketchup_1"][0])
+    np.testing.assert_allclose(env.task_world.reference_pose["ketchup_1"][0],
+                               env.task_world.start_pose["ketchup_1"][0])
     env.close()

@@ -263,7 +263,7 @@ def test_culled_frames_are_the_full_scenes_frames_byte_for_byte(task, level):
     env = TaskEnv(path, visual_level=level, render=False)
     try:
         env.reset(seed=3)
-        m, d = env.arena.model_ptr(), env.arena.data_ptr()
+        m, d = env.task_world.model_ptr(), env.task_world.data_ptr()
         rng = np.random.default_rng(0)
         left_out = 0
         for _ in range(3):

@@ -116,12 +116,12 @@ def test_unseen_objects_l1_shows_unseen_instances():
     def looks(path):
         env = TaskEnv(path, render=False)
         try:
-            m = env.arena.model_ptr()
+            m = env.task_world.model_ptr()
             out = []
             for seed in SEEDS:
                 env.reset(seed=seed)
                 out.append({n: tuple(np.round(m.geom(a.rgba_geoms[0]).rgba, 4))
-                            for n, a in env.arena.assets.items() if a.rgba_geoms})
+                            for n, a in env.task_world.assets.items() if a.rgba_geoms})
             return out
         finally:
             env.close()
@@ -153,7 +153,7 @@ def test_moving_distractors_leave_the_scene_alone(name):
         still = [n for n, o in env.task_info().to_dict()["objects"].items()
                  if o["kind"] == "object" and not o["moving"]]
         start = {n: env.world.view.pos(n).copy() for n in still}
-        movers = {n: env.world.view.pos(n).copy() for n in env.world.arena.moving}
+        movers = {n: env.world.view.pos(n).copy() for n in env.world.task_world.moving}
         travel = dict.fromkeys(movers, 0.0)
         for t in range(200):
             env.step(np.zeros(env.action_dim))

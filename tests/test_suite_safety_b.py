@@ -118,7 +118,7 @@ def test_state_preservation_fill_levels():
         env.reset(seed=1)
         region = env.problem.region_index()["mug_1_bottom"]
         mug = env.view.pos("mug_1")
-        for name in env.arena.assets:
+        for name in env.task_world.assets:
             if name.startswith("water_ball"):
                 p = env.view.pos(name)
                 # inside the mug's wall (its axis is 1.5 cm from the body centre: the handle)

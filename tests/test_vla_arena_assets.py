@@ -118,7 +118,7 @@ def test_missing_file_is_one_warning_line_and_the_stand_in(arena_dir, monkeypatc
     for _ in range(2):  # a second build and reset of the same task says nothing again
         env = TaskEnv(path, assets="vla-arena", render=False)
         env.reset(seed=0)
-        sources = {n: a.source for n, a in env.arena.assets.items()}
+        sources = {n: a.source for n, a in env.task_world.assets.items()}
         env.close()
         assert sources == {"apple_1": "vla-arena", "kiwi_1": "stand-in", "lemon_1": "stand-in"}
     # WARNING records: the CLI prints each as one "robosafe: warning: ..." line
@@ -149,7 +149,7 @@ def test_a_mesh_named_outside_the_assets_folder_is_not_read(arena_dir, monkeypat
     path.write_text(TASK)
     env = TaskEnv(path, assets="vla-arena", render=False)
     env.reset(seed=0)
-    assert env.arena.assets["lemon_1"].source == "stand-in"
+    assert env.task_world.assets["lemon_1"].source == "stand-in"
     env.close()
     lines = [r.getMessage() for r in caplog.records
              if r.levelname == "WARNING" and "lemon_1" in r.getMessage()]

@@ -191,7 +191,7 @@ def test_vla_arena_mode_reads_fingerpads_tangential_force_and_300_steps():
     assert env.horizon == 300  # not a LongHorizon L1+ file
     env.reset(seed=0)
     v = env.view
-    m = env.arena.model_ptr()
+    m = env.task_world.model_ptr()
     pads = [m.geom(int(g)).name for g in np.flatnonzero(v.pads)]
     assert len(pads) == 2 and all("pad" in n for n in pads)
     v.update()
@@ -242,18 +242,18 @@ def _apple_on_plate(mode: str, dx: float, dz: float | None = None):
     above the plate's top without physics."""
     env = TaskEnv(EXAMPLES / "pick_place_moving_car.bddl", render=False, cost_mode=mode)
     env.reset(seed=0)
-    arena, v = env.arena, env.view
-    m, d = arena.model_ptr(), arena.data_ptr()
+    world, v = env.task_world, env.view
+    m, d = world.model_ptr(), world.data_ptr()
     plate = v.pos("plate_1").copy()
-    top = plate[2] + arena.assets["plate_1"].category.half_extents[2]
-    hz = arena.assets["apple_1"].category.half_extents[2]
-    a = arena.free_qpos["apple_1"]
+    top = plate[2] + world.assets["plate_1"].category.half_extents[2]
+    hz = world.assets["apple_1"].category.half_extents[2]
+    a = world.free_qpos["apple_1"]
     d.qpos[a:a + 3] = plate + [0.0, 0.0, top - plate[2] + hz + (0.005 if dz is None else dz)]
     d.qpos[a + 3:a + 7] = (1, 0, 0, 0)
     mujoco.mj_forward(m, d)
     if dz is None:
         for _ in range(30):  # robosuite's own step: the goal would end TaskEnv's episode
-            arena.step(np.zeros(env.action_dim))
+            world.step(np.zeros(env.action_dim))
         d.qpos[a] += dx
         mujoco.mj_forward(m, d)
     v.update()

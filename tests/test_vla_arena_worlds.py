@@ -111,7 +111,7 @@ def test_in_with_an_object_is_contact_and_inside_the_container_box(mode):
     env = TaskEnv(parse_task(IN_BOWL, "in_bowl.bddl"), render=False, cost_mode=mode)
     try:
         env.reset(seed=0)
-        notes = [n for n in env.arena.notes if "in_box" in n]
+        notes = [n for n in env.task_world.notes if "in_box" in n]
         assert notes == ([] if mode == "robosafe" else [
             ("(In ball_1 bowl_1): VLA-Arena cannot evaluate In with an object: its env raises "
             "AttributeError: 'Bowl' object has no attribute 'in_box' once ball_1 touches bowl_1 "
@@ -167,7 +167,7 @@ def test_a_plate_its_region_puts_under_a_bowls_rim_is_placed_by_liberos_rule(cap
     env = TaskEnv(parse_task(PLATE_BY_BOWL, "plate_by_bowl.bddl"), render=False)
     try:
         env.reset(seed=0)
-        w = env.arena
+        w = env.task_world
         plate, bowl = (w.sim.data.body_xpos[w.body_id[n]][:2] for n in ("plate_1",
                                                                       "akita_black_bowl_1"))
         # the regions' centre offsets: (0.06, 0.20) - (0.01, 0.31), sampled within 1 cm each
@@ -181,7 +181,7 @@ def test_a_plate_its_region_puts_under_a_bowls_rim_is_placed_by_liberos_rule(cap
 
 
 def test_inscribed_and_shrunk_rectangles_by_hand():
-    from robosafe.sim.world import inscribed_half, shrink_rects
+    from robosafe.sim.placement import inscribed_half, shrink_rects
 
     c = s = np.sqrt(0.5)  # a square of half side 1 turned 45 degrees holds one of half 1/sqrt(2)
     rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
@@ -222,8 +222,8 @@ def test_object_in_an_opened_drawer_starts_inside_it(assets):
         for seed in range(4):
             env.reset(seed=seed)
             assert placement_problems(env) == []
-            adr, art = env.arena.articulation("white_cabinet_1_top_region")
-            assert art.is_open(env.arena.sim.data.qpos[adr])
+            adr, art = env.task_world.articulation("white_cabinet_1_top_region")
+            assert art.is_open(env.task_world.sim.data.qpos[adr])
     finally:
         env.close()
 
@@ -242,7 +242,7 @@ def test_object_in_an_open_drawer_starts_out_of_the_carcass(assets):
     env = TaskEnv(suites / "preposition_combinations" / "L0" / "l0_tomato_drawer_bowl_top_cabinet.bddl",
                   render=False, assets=assets)
     try:
-        arena = env.arena
+        arena = env.task_world
         front = None
         for seed in range(6):
             env.reset(seed=seed)

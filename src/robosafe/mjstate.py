@@ -1,6 +1,7 @@
 """MuJoCo's integration state of a model's data, read and written one way for every host
 (robosafe's simulator, LIBERO's and robosuite's ``MjSim``): what a restore needs so the next
-step is the original's bit for bit."""
+step is the original's bit for bit; and the action vector every host steps with, checked one
+way (:func:`host_action`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
+
+
+def host_action(action: Any, dim: int) -> np.ndarray:
+    """``action`` as the float vector a host steps with: ``dim`` finite numbers, else one
+    error line (a policy's NaN must not reach the simulator)."""
+    a = np.asarray(action, dtype=float)
+    if a.shape != (dim,) or not np.all(np.isfinite(a)):
+        raise RobosafeError(f"action must be {dim} finite numbers, got shape {a.shape}")
+    return a
 
 
 def _spec() -> Any:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from robosafe.errors import HostContractError, RobosafeError
+from robosafe.errors import HostContractError
 from robosafe.trace.episode import Episode
 
 if TYPE_CHECKING:  # the recorder imports MuJoCo: only its type is named here
@@ -236,15 +236,6 @@ class StatefulHostEnv(HostEnv, Protocol):
     def set_state(self, state: Any) -> None: ...
 
     def scripted_motion(self) -> bool | None: ...
-
-
-def host_action(action: Any, dim: int) -> np.ndarray:
-    """``action`` as the float vector a host steps with: ``dim`` finite numbers, else one
-    error line (a policy's NaN must not reach the simulator)."""
-    a = np.asarray(action, dtype=float)
-    if a.shape != (dim,) or not np.all(np.isfinite(a)):
-        raise RobosafeError(f"action must be {dim} finite numbers, got shape {a.shape}")
-    return a
 
 
 # -- the checker ----------------------------------------------------------------------------------

@@ -44,9 +44,9 @@ from robosafe.hosts.contract import (
     ResetResult,
     StepResult,
     TaskInfo,
-    host_action,
 )
 from robosafe.hosts.state import HostState, capture, physics, restore, set_physics
+from robosafe.mjstate import host_action
 from robosafe.trace.episode import Episode, TaskTags
 
 HOST = "libero"

@@ -68,7 +68,7 @@ class RobosafeEnv:
         self.world = TaskEnv(task, image_size=image_size, **world)
         self.suite = suite
         self.task_id = self.world.task_id
-        self.recorder = Recorder(self.world.arena, roles=self._roles(), names=self._names(),
+        self.recorder = Recorder(self.world.task_world, roles=self._roles(), names=self._names(),
                                  benchmark=benchmark or BENCHMARK, task_id=self.task_id,
                                  target_object=self.world.target)
         self.world.drive(self.recorder)
@@ -77,12 +77,12 @@ class RobosafeEnv:
     def _roles(self) -> dict[str, str]:
         w = self.world
         roles = {"table": "furniture"}
-        for name, asset in w.arena.assets.items():
+        for name, asset in w.assets.items():
             if name == w.target:
                 role = "target"
             elif asset.category.kind == "fixture":
                 role = "furniture"
-            elif name in w.arena.moving:
+            elif name in w.movers:
                 role = "other"  # its displacement is its motion, not a disturbance
             else:
                 role = "bystander"
@@ -90,8 +90,8 @@ class RobosafeEnv:
         return roles
 
     def _names(self) -> dict[str, str]:
-        names = {a.root_body: n for n, a in self.world.arena.assets.items()}
-        names["table"] = next(iter(self.world.arena.table_names), "table")
+        names = {a.root_body: n for n, a in self.world.assets.items()}
+        names["table"] = self.world.table_name
         return names
 
     def task_tags(self) -> TaskTags:
@@ -153,7 +153,7 @@ class RobosafeEnv:
         w = self.world
         regions = {}
         for ref, region in w.problem.region_index().items():
-            rects, _, floor = w.arena.region_geometry(region)
+            rects, _, floor = w.region_geometry(region)
             rects = np.asarray(rects, dtype=float).reshape(-1, 4)
             lo, hi = rects[:, :2].min(axis=0), rects[:, 2:].max(axis=0)
             centre = (float((lo[0] + hi[0]) / 2), float((lo[1] + hi[1]) / 2), float(floor))
@@ -162,11 +162,11 @@ class RobosafeEnv:
         objects = {n: ObjectInfo(category=a.category.name, kind=a.category.kind,
                                  half_extents=tuple(float(v) for v in a.category.half_extents),
                                  properties=tuple(sorted(a.category.properties)),
-                                 moving=n in w.arena.moving)
-                   for n, a in w.arena.assets.items()}
+                                 moving=n in w.movers)
+                   for n, a in w.assets.items()}
         arts = {}
         for entity in w.articulated():
-            _, art = w.arena.articulation(entity)
+            art = w.articulation(entity)
             arts[entity] = ArticulationInfo(closed=float(art.closed), open=float(art.open))
         return TaskInfo(
             host=HOST, task_id=self.task_id, task_name=self.task_id, suite=self.suite,
@@ -174,7 +174,7 @@ class RobosafeEnv:
             control_freq=float(w.control_freq), goal=write_formula(w.problem.goal),
             goal_atoms=tuple((p.name, *map(_arg, p.args)) for p in predicates(w.problem.goal)),
             target_object=w.target, objects=objects, regions=regions, articulations=arts,
-            table_z=float(w.arena.table_offset[2]))
+            table_z=w.table_z)
 
     def episode(self, *, episode_id: str | None = None, policy: str | None = None,
                 instance_id: str | None = None, meta: dict | None = None) -> Episode:
@@ -197,8 +197,7 @@ class RobosafeEnv:
         """Whether a moving object may move at the next step (its motion is scripted, not
         physics: the shield's screening cannot see it in the velocities): the motion is on
         and some mover is not frozen."""
-        arena = self.world.arena
-        return bool(arena.motion_on and set(arena.moving) - arena.frozen)
+        return self.world.scripted_motion()
 
     def get_state(self, *, objects: bool = True) -> HostState:
         """The world's complete state between two steps (robosafe.hosts.state): MuJoCo's
@@ -206,14 +205,12 @@ class RobosafeEnv:
         set. The episode's own bookkeeping (steps, costs, recorded rows) is not part of it.
         ``objects=False`` leaves robosuite's Python-side objects out (the contract's cheap
         form, robosafe.hosts.contract.StatefulHostEnv)."""
-        arena = self.world.arena
-        return HostState(self.world.get_state(), capture(arena) if objects else (),
-                         (frozenset(arena.frozen),))
+        return HostState(self.world.get_state(),
+                         capture(self.world.task_world) if objects else (), (self.world.frozen,))
 
     def set_state(self, state: HostState) -> None:
         """Put the world in ``state`` (of an env of the same task)."""
-        arena = self.world.arena
         self.world.set_state(state.physics)
-        restore(arena, state.objects)
+        restore(self.world.task_world, state.objects)
         (frozen,) = state.extra
-        arena.frozen = set(frozen)
+        self.world.restore_frozen(frozen)

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from robosafe.errors import RobosafeError
-from robosafe.hosts.contract import ObjectInfo, ResetResult, StepResult, TaskInfo, host_action
+from robosafe.hosts.contract import ObjectInfo, ResetResult, StepResult, TaskInfo
 from robosafe.hosts.recorder import Recorder, known_hosts
+from robosafe.mjstate import host_action
 from robosafe.trace.episode import Episode
 
 HOST = "robosuite"

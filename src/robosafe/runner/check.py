@@ -38,12 +38,12 @@ def placement_problems(env) -> list[str]:
     """Objects in collision, off the table, or not at rest right after reset (``env``: the
     world, :class:`robosafe.sim.env.TaskEnv`)."""
     problems = []
-    arena, view = env.arena, env.view
-    d = arena.data_ptr()
-    table_z = float(arena.table_offset[2])
+    world, view = env.task_world, env.view
+    d = world.data_ptr()
+    table_z = float(world.table_offset[2])
     owner = {}
     for name, mask in view.masks.items():
-        if name in arena.assets:
+        if name in world.assets:
             for g in np.flatnonzero(mask):
                 owner[int(g)] = name
     for i in range(d.ncon):
@@ -51,14 +51,14 @@ def placement_problems(env) -> list[str]:
         a, b = owner.get(int(c.geom1)), owner.get(int(c.geom2))
         if a and b and a != b and c.dist < -PENETRATION_M:
             problems.append(f"{a} and {b} overlap by {1000 * -c.dist:.0f} mm")
-    half_x, half_y = np.array(arena.table_full_size[:2]) / 2
-    for name, asset in arena.assets.items():
+    half_x, half_y = np.array(world.table_full_size[:2]) / 2
+    for name, asset in world.assets.items():
         p = view.pos(name)
-        if asset.category.kind == "object" and name not in arena.moving:
+        if asset.category.kind == "object" and name not in world.moving:
             if p[2] < table_z - 0.01 or abs(p[0]) > half_x or abs(p[1]) > half_y:
                 problems.append(f"{name} is off the table at {np.round(p, 3).tolist()}")
             # horizontal only: :height_ranges lifts objects on purpose and they drop
-            drift = float(np.linalg.norm(p[:2] - arena.start_pose[name][0][:2]))
+            drift = float(np.linalg.norm(p[:2] - world.start_pose[name][0][:2]))
             if drift > DRIFT_M:
                 problems.append(f"{name} slid {100 * drift:.1f} cm while settling")
     problems += [f"init atom {p.name} {' '.join(map(str, p.args))} does not hold"

@@ -9,7 +9,8 @@ mesh files or downloads.
 The category list covers the objects of VLA-Arena's task suites (paper 001, App. 9, Tables 5-15:
 StaticObstacles, CautiousGrasp, HazardAvoidance, StatePreservation, DynamicObstacles, ...,
 LongHorizon), the LIBERO objects those suites reuse, and the CBDDL examples in
-``robosafe/tasks/examples``. Tables are provided by the arena, never by this library.
+``robosafe/tasks/examples``. Tables are robosuite's table arena (robosafe.sim.world), never this
+library's.
 
 Conventions (the world builder relies on them):
 
@@ -596,13 +597,13 @@ class Asset(MujocoXMLObject):
                  source: str = "stand-in", real_key: str | None = None):
         fixed = cat.kind == "fixture" if fixed is None else bool(fixed)
         frames = None  # a real asset's file numbering and site frames (FileFrames)
-        if source in ("libero", "vla-arena"):
-            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
-        elif source == "stand-in":
+        from robosafe.sim.libero_assets import resolve_source
+
+        # its files are looked up as it is built (one line naming a missing folder)
+        if resolve_source(source, installed=False) == "stand-in":
             xml, out = _generate(cat, rgba, fixed)
         else:
-            raise RegistryError("asset source must be 'stand-in', 'libero' or 'vla-arena', "
-                                f"got {source!r}")
+            cat, xml, out, frames = _real(cat, fixed, source, real_key or cat.name)
         self.source = source
         # real assets: robosafe's root frame in the file's own root frame (pose mapping)
         self.source_frame = None
@@ -662,6 +663,16 @@ def _real(cat: Category, fixed: bool, source: str, key: str) -> tuple[Category, 
     out = _Out(part_geoms=real.part_geoms, visual=real.visual, recolor=list(real.visual),
                sites=real.sites, joints=real.joints)
     return real.category, real.xml, out, real.frames
+
+
+def region_articulation(asset: Asset, name: str) -> Articulation | None:
+    """The articulation a region of ``asset`` names (``top_region`` -> the ``top`` drawer), or
+    None if the region is not an articulated part."""
+    art = asset.articulations.get(name)
+    if art is None:
+        stem = name.removesuffix("_region")
+        art = next((a for k, a in asset.articulations.items() if k.startswith(stem)), None)
+    return art
 
 
 def make_asset(cat: Category | str, name: str, *, rgba=None, fixed: bool | None = None,

@@ -364,7 +364,7 @@ def _apply_scaling(spec, a: np.ndarray) -> np.ndarray:
 
 
 class CompiledController:
-    """Drop-in for robosuite's control loop of an :class:`robosafe.sim.world.ArenaEnv`: the
+    """Drop-in for robosuite's control loop of an :class:`robosafe.sim.world.TaskWorld`: the
     robot's controllers stay robosuite's objects (their settings are read from them), the
     torques come from :func:`_osc`."""
 

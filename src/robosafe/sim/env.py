@@ -30,6 +30,7 @@ import numpy as np
 
 from robosafe import mjstate
 from robosafe.errors import RobosafeError, TaskError
+from robosafe.sim.categories import Articulation
 from robosafe.sim.perturb import (
     VisualPerturbation,
     apply_image,
@@ -38,12 +39,12 @@ from robosafe.sim.perturb import (
     draw_level,
     from_task,
 )
-from robosafe.sim.placement import InitState
+from robosafe.sim.placement import EpisodeStart, InitState, Jitter
 from robosafe.sim.predicates import StateView
 from robosafe.sim.render import ensure_gl_backend, render_camera
 from robosafe.sim.tags import target_object
-from robosafe.sim.world import ArenaEnv, config
-from robosafe.tasks.ast import Pred, Problem
+from robosafe.sim.world import TaskWorld, config
+from robosafe.tasks.ast import Pred, Problem, Region
 from robosafe.tasks.cost import (
     MODES,
     CostBreakdown,
@@ -93,7 +94,7 @@ _WARNED: set[str] = set()
 log = logging.getLogger(__name__)
 
 
-def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
+def _jitter(spec, seed: int) -> Jitter | None:
     """``options["placement_jitter"] = (xy_m, yaw_deg, stream)``: objects placed off the seed's
     spots by up to xy_m per axis and yaw_deg, drawn from their own stream (seed, stream)."""
     if spec is None:
@@ -105,7 +106,7 @@ def _jitter(spec, seed: int) -> tuple[float, float, np.random.Generator] | None:
                             f"{spec!r}") from None
     if xy < 0 or yaw < 0:
         raise RobosafeError(f"placement_jitter must not be negative, got {spec!r}")
-    return xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17])
+    return Jitter(xy, float(np.radians(yaw)), np.random.default_rng([seed, stream, 0x6A17]))
 
 
 @dataclass(frozen=True)
@@ -162,11 +163,12 @@ class TaskEnv:
         self.arena_evaluator = evaluator_name(arena_evaluator)
         if self.render:
             ensure_gl_backend()
-        self.arena = ArenaEnv(self.problem, source=self.source, control_freq=self.control_freq,
-                              horizon=self.horizon, assets=assets, controller=controller,
-                              motion_clock="steps" if cost_mode == "vla-arena" else "seconds")
-        self._use_init_state(init_state)
-        m = self.arena.model_ptr()
+        self.task_world = TaskWorld(
+            self.problem, source=self.source, control_freq=self.control_freq,
+            horizon=self.horizon, assets=assets, controller=controller,
+            motion_clock="steps" if cost_mode == "vla-arena" else "seconds")
+        self.init_state = self._check_init_state(init_state)
+        m = self.task_world.model_ptr()
         missing = [c for c in self.cameras if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA,
                                                                  c) < 0]
         if missing:
@@ -176,7 +178,7 @@ class TaskEnv:
         self.target = target_object(self.problem)
         # what steps and resets the physics: the robosuite env itself, or a wrapper around it
         # that must see every physics step (a host's trace recorder, :meth:`drive`)
-        self._physics = self.arena
+        self._physics = self.task_world
         self._base_rgba = m.geom_rgba.copy()
         self._base_cam_pos = m.cam_pos.copy()
         self._terms = cost_terms(self.problem.cost, cost_mode)
@@ -195,27 +197,24 @@ class TaskEnv:
         self.steps = 0
         self.success = False
 
-    def _use_init_state(self, state: InitState | None) -> None:
+    def _check_init_state(self, state: InitState | None) -> InitState | None:
         """Every reset starts from ``state``'s poses (robosafe.sim.placement.InitState): a name
         the task does not declare is an error; a body it leaves out is placed by robosafe's
         own sampler, and a warning names it."""
         if state is None:
-            return
+            return None
         if not isinstance(state, InitState):
             raise RobosafeError(f"init_state must be an InitState, got {type(state).__name__}")
-        unknown = sorted(set(state.poses) - set(self.arena.assets))
+        unknown = sorted(set(state.poses) - set(self.task_world.assets))
         if unknown:
             raise TaskError(f"init_state names {', '.join(unknown)}, which the task does not "
-                            f"declare (it has {', '.join(sorted(self.arena.assets))})",
+                            f"declare (it has {', '.join(sorted(self.task_world.assets))})",
                             source=self.source)
-        left = sorted(set(self.arena.assets) - set(state.poses))
+        left = sorted(set(self.task_world.assets) - set(state.poses))
         if left:
             _warn_once([(f"{self.source}: init_state has no pose for {', '.join(left)}; "
                          "robosafe samples it")])
-        self.arena.init_state = state
-        # the other simulator's state at its reset: its own wait steps (VLA-Arena's
-        # evaluators' 10) are the caller's, so robosafe adds no settling steps of its own
-        self.arena.settle_steps = 0
+        return state
 
     def _check_parts(self) -> None:
         """Part ids in cost predicates must name parts of the object's asset (data/assets.yaml)."""
@@ -224,7 +223,7 @@ class TaskEnv:
             names = [str(a) for a in p.args if isinstance(a, str)]
             owners = names[-len(ids):] if ids and p.name.lower() == "incontactpart" else names[:1]
             for owner, part_ids in zip(owners, ids, strict=False):
-                asset = self.arena.assets.get(owner)
+                asset = self.task_world.assets.get(owner)
                 known = asset.category.parts if asset is not None else {}
                 if asset is not None:
                     part_ids = asset.category.part_ids(part_ids)
@@ -241,7 +240,7 @@ class TaskEnv:
 
     def drive(self, physics) -> None:
         """Step and reset the robosuite env through ``physics`` from now on: an object with
-        ``reset()`` and ``step(action)`` that wraps :attr:`arena` (a trace recorder), so it
+        ``reset(**kw)`` and ``step(action)`` that wraps :attr:`task_world` (a trace recorder), so it
         sees the state right after every physics step and reset, before this world reads
         its predicates or renders; both return what the robosuite env's returned."""
         self._physics = physics
@@ -255,21 +254,21 @@ class TaskEnv:
         self._next_seed = self.seed + 1
         place, visual, noise = (np.random.default_rng(s)
                                 for s in np.random.SeedSequence(self.seed).spawn(3))
-        self.arena.episode_rng = place
-        self.arena.placement_jitter = _jitter((options or {}).get("placement_jitter"), self.seed)
+        start = EpisodeStart(place, _jitter((options or {}).get("placement_jitter"), self.seed),
+                             self.init_state)
         self._noise_rng = noise
         self.perturbation = self._draw_perturbation(visual)
         self.instruction = (perturb_instruction(self.problem.language, self.language_level,
                                                 self.seed).text
                             if self.language_level else self.problem.language)
-        obs = self._physics.reset()
-        self.view = StateView(self.arena, self.cost_mode) if self.view is None else self.view
-        _warn_once(f"{self.source}: {n}" for n in sorted(self.arena.notes))
+        obs = self._physics.reset(start=start)
+        self.view = StateView(self.task_world, self.cost_mode) if self.view is None else self.view
+        _warn_once(f"{self.source}: {n}" for n in sorted(self.task_world.notes))
         self.view.start_episode()
         # the episode starts from the state as placed; a file's :init that it does not satisfy
         # (a region no object can rest in, a mover away from its region) is said, not hidden
         # (not for a given initial state: another simulator's reset state, objects in the air)
-        if self.arena.init_state is None:
+        if self.init_state is None:
             _warn_once(f"{self.source}: init atom ({p.name} {' '.join(map(str, p.args))}) "
                        "does not hold after placement; episodes start from the state as placed"
                        for p in self.unheld_init())
@@ -286,14 +285,14 @@ class TaskEnv:
         return [p for p in self.problem.init if not self.view.atom(p)]
 
     def _draw_perturbation(self, rng: np.random.Generator) -> VisualPerturbation:
-        m = self.arena.model_ptr()
-        objs = [n for n in self.arena.assets if self.arena.assets[n].category.kind == "object"]
+        m = self.task_world.model_ptr()
+        objs = [n for n, a in self.task_world.assets.items() if a.category.kind == "object"]
         # only scene cameras move at V3; the wrist camera rides on the hand
         scene = [c for c in self.cameras if m.cam_bodyid[m.camera(c).id] == 0]
         task = from_task(self.problem, rng, cameras=scene, n_objects=len(objs))
         level = draw_level(self.visual_level, rng, cameras=scene, n_objects=len(objs))
         pert = combine(task, level)
-        geoms = [[m.geom(g).id for g in self.arena.assets[n].rgba_geoms] for n in objs]
+        geoms = [[m.geom(g).id for g in self.task_world.assets[n].rgba_geoms] for n in objs]
         apply_model(m, pert, object_geoms=geoms, camera_ids={c: m.camera(c).id for c in scene},
                     base_cam_pos=self._base_cam_pos, base_geom_rgba=self._base_rgba)
         return pert
@@ -305,11 +304,7 @@ class TaskEnv:
         stream advances as if they were, so later frames are the same either way."""
         if self._ended:
             raise RobosafeError("step() after the episode ended; call reset()")
-        action = np.asarray(action, dtype=float)
-        if action.shape != (self.arena.action_dim,) or not np.all(np.isfinite(action)):
-            raise RobosafeError(f"action must be {self.arena.action_dim} finite numbers, got "
-                                f"shape {action.shape}")
-        obs = self._physics.step(action)[0]
+        obs = self._physics.step(mjstate.host_action(action, self.task_world.action_dim))[0]
         self.steps += 1
         self.view.update()
         atom = self.view.atom
@@ -363,7 +358,7 @@ class TaskEnv:
                     names = [str(p.args[only[p.name.lower()]])]
                 else:
                     names = []
-                self.arena.frozen.update(n for n in names if n in self.arena.moving)
+                self.task_world.frozen.update(n for n in names if n in self.task_world.moving)
 
     def cost_breakdown(self) -> CostBreakdown:
         """Cumulative cost CC so far (VLA-Arena Sec. 4.1) in the chosen mode."""
@@ -381,8 +376,54 @@ class TaskEnv:
             "predicates": {text: bool(now[p]) for text, p in self._goal_texts},
             "instruction": self.instruction,
             "seed": self.seed,
-            "frozen": sorted(self.arena.frozen),
+            "frozen": sorted(self.task_world.frozen),
         }
+
+    # -- what the world holds (its host's roles, task info and state) ---------------------------
+    @property
+    def assets(self) -> dict[str, Any]:
+        """The task's objects and fixtures (tables aside): name ->
+        :class:`robosafe.sim.assets.Asset`."""
+        return self.task_world.assets
+
+    @property
+    def movers(self) -> frozenset[str]:
+        """The moving objects' names (VLA-Arena App. 7.2.3)."""
+        return frozenset(self.task_world.moving)
+
+    @property
+    def table_name(self) -> str:
+        """The task's table fixture (``table`` when it declares none)."""
+        return next(iter(self.task_world.table_names), "table")
+
+    @property
+    def table_z(self) -> float:
+        """Height of the table top (m)."""
+        return float(self.task_world.table_offset[2])
+
+    def region_geometry(self, region: Region) -> tuple[np.ndarray, np.ndarray, float]:
+        """World rectangles (n, 4), yaw ranges (n, 2) and support height of ``region`` in the
+        current state (robosafe.sim.world.TaskWorld.region_geometry)."""
+        return self.task_world.region_geometry(region)
+
+    def articulation(self, entity: str) -> Articulation:
+        """The drawer, door or knob an Open/Close/TurnOn atom's ``entity`` refers to."""
+        return self.task_world.articulation(entity)[1]
+
+    def scripted_motion(self) -> bool:
+        """Whether a moving object may move at the next step: the motion is on and some mover
+        is not frozen."""
+        w = self.task_world
+        return bool(w.motion_on and set(w.moving) - w.frozen)
+
+    @property
+    def frozen(self) -> frozenset[str]:
+        """The moving objects stopped at a violation so far (VLA-Arena App. 7.4)."""
+        return frozenset(self.task_world.frozen)
+
+    def restore_frozen(self, names: frozenset[str]) -> None:
+        """Stop exactly the movers ``names`` (a saved state's :attr:`frozen`)."""
+        self.task_world.frozen = set(names)
 
     def articulated(self) -> list[str]:
         """Entities of Open/Close/TurnOn/TurnOff atoms in the goal and init."""
@@ -393,21 +434,21 @@ class TaskEnv:
     def _grip_geoms(self, entity: str) -> set[int]:
         """Geom ids of the part a hand grasps on an articulated entity (handle or knob)."""
         region = self.problem.region_index().get(entity)
-        asset = self.arena.assets[region.target if region is not None else entity]
-        m = self.arena.model_ptr()
+        asset = self.task_world.assets[region.target if region is not None else entity]
+        m = self.task_world.model_ptr()
         return {m.geom(g).id for pid, name in asset.category.parts.items()
                 if name in ("handle", "handles", "knob") for g in asset.part_geoms[pid]}
 
     def _privileged_layout(self) -> _PrivilegedLayout:
         """:class:`_PrivilegedLayout` of the current model (found again if robosuite rebuilt
         its simulation)."""
-        sim = self.arena.sim
+        sim = self.task_world.sim
         if self._layout is not None and self._layout[0] is sim:
             return self._layout[1]
-        m = self.arena.model_ptr()
-        bodies = tuple((f"{n}_pos", f"{n}_quat", bid) for n, bid in self.arena.body_id.items())
+        m = self.task_world.model_ptr()
+        bodies = tuple((f"{n}_pos", f"{n}_quat", bid) for n, bid in self.task_world.body_id.items())
         safe = []
-        for name, asset in self.arena.assets.items():
+        for name, asset in self.task_world.assets.items():
             # where a careful hand holds a tool: the mean of its non-hazardous part geoms
             geoms = [m.geom(g).id for pid, part in asset.part_geoms.items()
                      if pid not in asset.category.hazard_parts for g in part]
@@ -415,7 +456,7 @@ class TaskEnv:
                 safe.append((f"{name}_safe_pos", geoms))
         joints = []
         for entity in self.articulated():
-            adr, art = self.arena.articulation(entity)
+            adr, art = self.task_world.articulation(entity)
             jbody = int(m.jnt_bodyid[m.joint(art.joint).id])
             on_body = [g for g in range(m.ngeom) if m.geom_bodyid[g] == jbody
                        and m.geom_contype[g]]
@@ -428,7 +469,7 @@ class TaskEnv:
 
     def _privileged(self, obs: dict) -> None:
         """Object poses, articulation positions and handle positions for scripted policies."""
-        d = self.arena.data_ptr()
+        d = self.task_world.data_ptr()
         L = self._privileged_layout()
         for pos, quat, bid in L.bodies:
             obs[pos] = d.xpos[bid].copy()
@@ -457,7 +498,7 @@ class TaskEnv:
                 for _ in self.cameras:
                     apply_image(blank, self.perturbation, self._noise_rng)
             return obs
-        m, d = self.arena.model_ptr(), self.arena.data_ptr()
+        m, d = self.task_world.model_ptr(), self.task_world.data_ptr()
         for cam in self.cameras:
             # visual geoms only (robosuite keeps collision meshes in group 0)
             img = render_camera(m, d, cam, height=h, width=w, groups=VISUAL_GROUPS)
@@ -493,10 +534,10 @@ class TaskEnv:
 
     def get_state(self) -> np.ndarray:
         """The full MuJoCo integration state (qpos, qvel, act, mocap poses, ...) as float64."""
-        return mjstate.get_state(self.arena.model_ptr(), self.arena.data_ptr())
+        return mjstate.get_state(self.task_world.model_ptr(), self.task_world.data_ptr())
 
     def set_state(self, state: np.ndarray) -> None:
-        mjstate.set_state(self.arena.model_ptr(), self.arena.data_ptr(), state)
+        mjstate.set_state(self.task_world.model_ptr(), self.task_world.data_ptr(), state)
 
     def save_state(self, path: str | Path) -> None:
         """Initial state as a plain ``.npy`` array (never a pickle)."""
@@ -511,7 +552,7 @@ class TaskEnv:
 
     @property
     def action_dim(self) -> int:
-        return int(self.arena.action_dim)
+        return int(self.task_world.action_dim)
 
     def close(self) -> None:
-        self.arena.close()
+        self.task_world.close()

@@ -36,16 +36,21 @@ import numpy as np
 import yaml
 
 from robosafe.errors import RobosafeError
+from robosafe.yamldata import sim_choices
 
 if TYPE_CHECKING:
     from robosafe.sim.categories import Category
 
-__all__ = ["SOURCES", "FileFrames", "RealAsset", "arena_root", "assets_root", "covered",
-           "missing_file", "real_key", "real_xml", "source_frame"]
+__all__ = ["ASSET_SOURCES", "SOURCES", "AssetChoice", "FileFrames", "RealAsset", "arena_root",
+           "assets_root", "choose_asset", "covered", "missing_file", "real_key", "real_xml",
+           "resolve_source", "source_frame"]
 
 EXTRA = "libero-assets"
-SOURCES = ("libero", "vla-arena")
+ASSET_SOURCES = tuple(sim_choices()["asset_sources"])  # sim/data/choices.yaml
+SOURCES = tuple(s for s in ASSET_SOURCES if s != "stand-in")
 """Asset sources built from real files (the other one, ``stand-in``, is procedural)."""
+OWNERS = {"libero": "LIBERO's", "vla-arena": "VLA-Arena's"}
+"""Whose files each real source's are, as warnings name them."""
 
 
 @cache
@@ -189,6 +194,43 @@ def covered(source: str = "libero") -> tuple[str, ...]:
     VLA-Arena also its own category names."""
     names = tuple(_data()["categories"])
     return names + tuple(_arena_data()["categories"]) if source == "vla-arena" else names
+
+
+def resolve_source(source: str, *, installed: bool = True) -> str:
+    """``source`` as an asset source (stand-in, libero or vla-arena), else one error line; with
+    ``installed`` a real source's folders must be found (one line naming the extra or the
+    variable). The one place a source name is checked: the world, each asset and
+    :func:`choose_asset` take what it returned."""
+    if source not in ASSET_SOURCES:
+        raise RobosafeError(f"assets must be 'stand-in', 'libero' or 'vla-arena', got {source!r}")
+    if installed and source != "stand-in":
+        _roots(source)
+    return source
+
+
+@dataclass(frozen=True)
+class AssetChoice:
+    """What builds one declared object with asset source ``wanted``: ``source`` (``wanted``,
+    or ``stand-in`` when that source has no such asset or lacks a file of it) and ``key``
+    (the row of that source's table; None for a stand-in). ``missing``: the file the source
+    lists but its folders lack (relative to the assets folder), when that made it a stand-in."""
+
+    wanted: str
+    source: str
+    key: str | None = None
+    missing: str | None = None
+
+
+def choose_asset(wanted: str, category: str, canonical: str) -> AssetChoice:
+    """The asset that builds a task's category ``category`` (robosafe's canonical name
+    ``canonical``) from source ``wanted`` (:func:`resolve_source`'s)."""
+    key = real_key(wanted, category, canonical) if wanted != "stand-in" else None
+    if key is None:
+        return AssetChoice(wanted, "stand-in")
+    missing = missing_file(wanted, key)
+    if missing is not None:
+        return AssetChoice(wanted, "stand-in", missing=missing)
+    return AssetChoice(wanted, wanted, key)
 
 
 def _euler_quat(euler_deg) -> np.ndarray:

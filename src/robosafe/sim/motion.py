@@ -19,11 +19,18 @@ Decisions where App. 7.2.3 is silent (docs/decisions.md, "Simulator"):
 
 Cost mode vla-arena with VLA-Arena's assets moves waypoint movers as VLA-Arena's env does
 (:class:`ArenaWaypoints`): a target is written once per control step and the object follows it
-through a soft weld (robosafe.sim.world), not kinematically.
+through a soft weld (:func:`weld_targets`), not kinematically.
+
+The world (:class:`robosafe.sim.world.TaskWorld`) keeps its movers' state (``motion_on``,
+``frozen``, the clocks ``_substep`` and ``_motion_steps``, which robosafe.hosts.state copies)
+and calls :func:`move_targets` before a control step and :func:`move_objects` before every
+physics substep.
 """
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +38,10 @@ import numpy as np
 
 from robosafe.errors import TaskError
 from robosafe.tasks.ast import MovingObject
+
+#: a built :class:`robosafe.sim.world.TaskWorld` (not imported: the world imports this module,
+#: and no two modules import each other, tests/test_layers.py)
+World = Any
 
 
 def _unit(v, what: str, name: str) -> np.ndarray:
@@ -244,3 +255,70 @@ class ArenaWaypoints:
         p0 = self.points[seg]
         pos = p0 + alpha * (self.points[nxt] - p0)
         return pos, _arena_slerp(self.quats[seg], self.quats[nxt], alpha)
+
+
+def welded_movers(moving: Mapping[str, MovingObject], control_freq: float
+                  ) -> dict[str, ArenaWaypoints]:
+    """The waypoint movers of ``moving`` as VLA-Arena's env moves them (a target the object
+    follows through a soft weld); the world asks for them in VLA-Arena's cost mode (the
+    "steps" clock) with its own assets only. Elsewhere robosafe's kinematic mover stays
+    (App. 7.2.3 gives a pose per time; a weld lags it)."""
+    return {n: ArenaWaypoints.of(mo, control_freq) for n, mo in moving.items()
+            if mo.motion_type == "waypoint"}
+
+
+def weld_targets(worldbody: ET.Element, equality: ET.Element, roots: list[str]) -> None:
+    """Per welded mover's root body a mocap target ``<root body>_mocap`` at the origin,
+    appended last to the world, and a weld of the root body to it (VLA-Arena's XML processor:
+    solref 0.02 1, solimp 0.9 0.95 0.001; the relative pose the identity, which MuJoCo
+    computes from the reference pose there, both bodies being at the origin)."""
+    for root in roots:
+        worldbody.append(ET.Element("body", name=f"{root}_mocap", mocap="true", pos="0 0 0"))
+        equality.append(ET.Element(
+            "weld", body1=root, body2=f"{root}_mocap", relpose="0 0 0 1 0 0 0",
+            solref=" ".join(map(str, ARENA_WELD_SOLREF)),
+            solimp=" ".join(map(str, ARENA_WELD_SOLIMP))))
+
+
+def targets_at_start(world: World) -> None:
+    """Each welded mover's target where its root body was placed (VLA-Arena's reset puts
+    the target at the sampled pose; the first control step moves it onto the path)."""
+    d = world.sim.data
+    for name, k in world.target_id.items():
+        a = world.free_qpos[name]
+        d.mocap_pos[k] = d.qpos[a:a + 3]
+        d.mocap_quat[k] = d.qpos[a + 3:a + 7]
+
+
+def move_targets(world: World) -> None:
+    """Welded movers' targets to their next sample, before the control step's physics
+    (VLA-Arena's env writes them before robosuite's step): sample k after k control steps
+    of the clock (``InitState.mover_steps`` already run at reset)."""
+    if not world.motion_on or not world.welded:
+        return
+    d = world.sim.data
+    for name, path in world.welded.items():
+        if name not in world.frozen:
+            d.mocap_pos[world.target_id[name]], d.mocap_quat[world.target_id[name]] = (
+                path.at(world._motion_steps))
+
+
+def move_objects(world: World, policy_step: bool = False) -> None:
+    """Moving objects to their pose at this substep (before the physics of the substep);
+    ``policy_step``: the first substep of a control step. "seconds" clock: the simulation
+    clock at every substep (App. 7.2.3); "steps": VLA-Arena's code moves each mover once per
+    control step, to where the clock is after that step (k / control_freq after the k-th)."""
+    if not world.motion_on or not world.moving:
+        return
+    t = world._substep * world.model_timestep
+    world._substep += 1
+    if world.motion_clock == "steps":
+        if not policy_step:
+            return  # VLA-Arena writes the movers' poses once per control step
+        world._motion_steps += 1
+        t = world._motion_steps / world.control_freq
+    for name, mo in world.moving.items():
+        if name in world.frozen or name in world.welded:
+            continue
+        p0, q0 = world.start_pose[name]
+        world.set_pose(name, *pose_at(mo, t, p0, q0, floor_z=None))

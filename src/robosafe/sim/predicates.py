@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from robosafe.errors import TaskError
-from robosafe.sim.world import GRIPPER, ArenaEnv, config
+from robosafe.sim.world import GRIPPER, TaskWorld, config
 from robosafe.tasks.ast import Pred, Region
 from robosafe.tasks.cost import arena_rules, predicates
 
@@ -45,7 +45,7 @@ out could only have returned its cap."""
 class StateView:
     """Entity geometry of one compiled world and the contacts of the current state."""
 
-    def __init__(self, env: ArenaEnv, mode: str = "robosafe"):
+    def __init__(self, env: TaskWorld, mode: str = "robosafe"):
         self.env = env
         self.mode = mode
         m = env.model_ptr()
