@@ -133,29 +133,6 @@ def check_host(host: str, predictor: str = "sim") -> None:
                             "LIBERO do)")
 
 
-def check_tasks(tasks: dict[str, str], benchmark: str, host: str) -> None:
-    """Every task must have a spec the shield can monitor (resolved as the scorer will).
-    Checked before the run for task files (robosafe's simulator parses them without building
-    a scene); a host whose tasks are its suite's ids resolves them by id in every episode,
-    and a task with nothing to monitor is then run unshielded (``act`` passes the action)."""
-    from robosafe.hosts.registry import host_spec
-
-    if host_spec(host).task != "file":
-        return
-    from robosafe.safety.online import monitorable
-    from robosafe.safety.registry import load_registry
-    from robosafe.sim.env import load_task
-    from robosafe.sim.tags import task_tags  # the robosafe host's tags (hosts.robosafe)
-
-    reg = load_registry()
-    for task_id, path in sorted(tasks.items()):
-        problem, _ = load_task(path)
-        res = reg.resolve(benchmark, task_id, task_tags(problem))
-        if not any(monitorable(s) for s in reg.active(list(reg.specs.values()), res.tags)):
-            raise RobosafeError(f"{path}: --shield: task {task_id!r} has no active safety spec "
-                                "the shield can monitor")
-
-
 # -- the shield ------------------------------------------------------------------------------------
 
 @dataclass
