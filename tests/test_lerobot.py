@@ -626,3 +626,39 @@ def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"robosafe: error: {out}: {why}")
     assert (tmp_path / "file").read_text() == "x"
+
+
+def test_replay_rebuilds_the_worlds_with_the_runs_host_options(tmp_path):
+    """The dataset says which of its host's own options the run used (meta/robosafe.json
+    ``options``), and --replay rebuilds the worlds with them: a run booked by VLA-Arena's
+    rules replays with them (its episodes' VLA-Arena record comes back equal); a dataset from
+    before the field replays with the host's defaults, as it always did; a malformed one is
+    one error naming the field."""
+    from robosafe.errors import DatasetError
+    from robosafe.runner.replay import replay_dataset
+    from robosafe.trace.io import read_episodes
+
+    task = {k: str(v) for k, v in suite_tasks("demo").items() if k == "turn_off_stove"}
+    rd, cells = prepare(plan_run(RunRequest(policy="scripted-careful", tasks=task, episodes=1,
+                                            suite="demo", horizon=30, record_frames=True,
+                                            cost_mode="vla-arena", controller="robosuite")),
+                        tmp_path / "run")
+    execute(rd, cells)
+    ds = tmp_path / "ds"
+    export_run(tmp_path / "run", ds)
+    side_path = ds / "meta" / "robosafe.json"
+    side = json.loads(side_path.read_text())
+    assert side["options"] == {"assets": "stand-in", "cost_mode": "vla-arena",
+                               "controller": "robosuite", "arena_evaluator": "openvla",
+                               "arena_tasks": {"turn_off_stove": [None, None]}}
+    (recorded,) = read_episodes(rd.trace_paths())[0]
+    (ep,) = replay_dataset(ds).episodes
+    # booked again by the replaying world (its own record replaces the recorded copy)
+    assert ep.meta["cost_mode"] == "vla-arena"
+    assert ep.meta["vla_arena"] == recorded.meta["vla_arena"]
+    side_path.write_text(json.dumps({k: v for k, v in side.items() if k != "options"}))
+    (old,) = replay_dataset(ds).episodes
+    assert old.meta["cost_mode"] == "robosafe"
+    side_path.write_text(json.dumps({**side, "options": {**side["options"], "assets": 5}}))
+    with pytest.raises(DatasetError, match=r"robosafe.json: options: assets: expected a name"):
+        replay_dataset(ds)

@@ -126,6 +126,10 @@ class SimOptions(HostOptions):
               ) -> SimOptions:
         from robosafe.tasks.cost import EVALUATORS, arena_suite, evaluator_name
 
+        for name in ("assets", "cost_mode", "controller", "arena_evaluator"):
+            value = getattr(ask, name)
+            if value is not None and not isinstance(value, str):
+                raise RobosafeError(f"{name}: expected a name, got {value!r:.60}")
         _known(ask)
         assets = ask.assets or cls.assets
         cost_mode = ask.cost_mode or cls.cost_mode
@@ -155,7 +159,10 @@ class SimOptions(HostOptions):
         ask = OptionRequest(d.get("assets"), d.get("cost_mode"),
                             d.get("controller") or "robosuite", d.get("arena_evaluator"))
         opts = cls.build(ask, {}, installed=False)
-        stored = {k: tuple(v) for k, v in (d.get("arena_tasks") or {}).items()}
+        try:
+            stored = {str(k): (v[0], v[1]) for k, v in (d.get("arena_tasks") or {}).items()}
+        except (AttributeError, TypeError, IndexError, KeyError):
+            raise RobosafeError("arena_tasks: expected task id -> [suite, level]") from None
         return cls(opts.assets, opts.cost_mode, opts.controller, opts.arena_evaluator,
                    stored if opts.cost_mode == "vla-arena" else {})
 

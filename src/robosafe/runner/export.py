@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -282,6 +283,8 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                   "skipped": skipped, "suite": run.config.get("suite"),
                   # which simulator replays it: robosafe's CBDDL worlds or LIBERO's own envs
                   "host": run.config.get("host", "robosafe"),
+                  # and with which of the host's own options (assets, controller, cost mode)
+                  "options": _host_options(run.config),
                   "horizon": run.config.get("horizon"),
                   # for episodes another tool appends (they have no robosafe record)
                   "body_roles": {k: v for it in items for k, v in it.episode.body_roles.items()},
@@ -289,6 +292,14 @@ def export_run(run_dir: str | Path, out: str | Path, *, only_safe: bool = False,
                   "tasks": {t: run.task_file(t).read_text(encoding="utf-8") for t in task_ids}})
     return ExportResult(Path(out), len(written), writer.frames, skipped, warnings, excluded,
                         total, {f"observation.images.{c}": p.line() for c, p in plans.items()})
+
+
+def _host_options(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's host options as its run.json holds them (robosafe.hosts.options), for the
+    dataset's replay to rebuild the same worlds."""
+    from robosafe.hosts.registry import host_spec
+
+    return host_spec(config.get("host", "robosafe")).options_class().from_json(config).to_json()
 
 
 def _episode(it: _Item, with_state: bool, cams: list[str], layout: Layout,

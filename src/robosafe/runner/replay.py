@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from robosafe.formats.lerobot import SIDECAR_PATH, Dataset
 from robosafe.formats.traces import REPLAY_COLUMN, TRACE_COLUMN, header, read_traces
 from robosafe.textio import MAX_TASK_FILE
 from robosafe.trace.episode import Episode
+
+if TYPE_CHECKING:
+    from robosafe.hosts.options import HostOptions
 
 TOLERANCE_M = 0.01
 
@@ -124,7 +127,25 @@ def _sidecar(ds: Dataset) -> tuple[str, dict[str, str], dict[str, Any]]:
     suite = side.get("suite")
     if hosts()[host].needs_suite and not isinstance(suite, str):
         raise DatasetError(f"{where}: suite: expected a {host} suite name, got {suite!r}")
-    return host, tasks, {"horizon": horizon, "suite": suite}
+    return host, tasks, {"horizon": horizon, "suite": suite,
+                         "options": _options(side.get("options"), host, where)}
+
+
+def _options(given: Any, host: str, where: str) -> HostOptions:
+    """The host options the dataset was recorded with (a dataset from before they were written
+    replays with the host's defaults, as it always did)."""
+    from robosafe.hosts.options import OptionRequest
+    from robosafe.hosts.registry import host_spec
+
+    cls = host_spec(host).options_class()
+    if given is None:
+        return cls.build(OptionRequest(), {}, installed=False)
+    if not isinstance(given, dict):
+        raise DatasetError(f"{where}: options: expected an object of the host's run options")
+    try:
+        return cls.from_json(given)
+    except RobosafeError as exc:
+        raise DatasetError(f"{where}: options: {exc}") from None
 
 
 def _env(ds: Dataset, host: str, text: str, cell: _Cell, opts: dict[str, Any]):
@@ -146,7 +167,7 @@ def _env(ds: Dataset, host: str, text: str, cell: _Cell, opts: dict[str, Any]):
             raise DatasetError(f"{source}: larger than {MAX_TASK_FILE >> 20} MiB; not a task")
         task = parse_task(text, source)
         options["source"] = source
-    return make_env(host, task, **options)
+    return make_env(host, task, **options, **opts["options"].env_keywords(cell.task_id))
 
 
 def _actions(frames: dict[str, np.ndarray], where: str) -> np.ndarray:
