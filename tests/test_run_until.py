@@ -176,6 +176,29 @@ def test_ctrl_c_keeps_the_episodes_and_resume_decides_the_same(baseline, decided
     assert json.loads(proc.stdout)["until"] == js["until"]
 
 
+def test_the_record_counts_every_stored_row_after_an_interrupt(baseline, decided, tmp_path):
+    """An interrupt can fall between an outcome written and the tracker told of it: the record
+    written on the way out counts what the run directory holds (what --resume will read)."""
+    from robosafe.runner.until import Tracker, UntilPlan, baseline_outcomes
+
+    run_dir, js = decided
+    out = tmp_path / "copy"
+    shutil.copytree(run_dir, out)
+    run = open_run(out)
+    plan = UntilPlan.from_dict(run.config["until"])
+    held = sorted((out / "outcomes").iterdir())[:2]
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for p in held:
+        p.rename(aside / p.name)
+    tracker = Tracker(plan, run, run.plan.cells(), baseline_outcomes(plan, run.plan))
+    for p in held:  # written by the driver, never added: the interrupt came in between
+        (aside / p.name).rename(p)
+    assert tracker.record().episodes_run == js["until"]["episodes_run"] - 2
+    tracker.refresh()
+    assert tracker.record().to_dict() == js["until"]
+
+
 @pytest.mark.parametrize("backend", ["local", "ray"])
 def test_two_workers_decide_the_same(baseline, decided, tmp_path, backend):
     _, js = decided

@@ -294,6 +294,13 @@ class Tracker:
         if recompute:
             self.results = self._decide()
 
+    def refresh(self) -> None:
+        """Take in every row the run directory holds: an interrupt can fall between an outcome
+        written and its ``add`` (the record must count what is stored, as --resume will)."""
+        for row in self.run.outcomes():
+            self.rows.setdefault(Cell.of_row(row).name, row)
+        self.results = self._decide()
+
     def prefix(self) -> list[dict[str, Any]]:
         out = []
         for c in self.order:
@@ -344,6 +351,7 @@ def run_until(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
     try:
         execute(run, todo, on_result=seen, in_order=True, stop=lambda: tracker.decided, **kw)
     finally:
+        tracker.refresh()
         record = tracker.record()
         write_record(run, record)
     return record
@@ -392,6 +400,7 @@ def run_alternately(run: RunDir, cells: list[Cell], plan: UntilPlan, *,
             run.lock.release()
             run.lock = None
         if tracker is not None:
+            tracker.refresh()
             write_record(run, tracker.record())
     return tracker.record()
 
