@@ -23,7 +23,7 @@ def _target_gap(pair: SideBySide, name: str) -> float:
     VLA-Arena's env (``<name>_main_mocap``) and robosafe's."""
     ma, da = pair.arena.inner.sim.model._model, pair.arena.inner.sim.data._data
     k = int(ma.body(f"{name}_main_mocap").mocapid[0])
-    ours = pair.ours.arena
+    ours = pair.ours.task_world
     j, d = ours.target_id[name], ours.sim.data
     return max(float(np.abs(da.mocap_pos[k] - d.mocap_pos[j]).max()),
                float(np.abs(da.mocap_quat[k] - d.mocap_quat[j]).max()))
@@ -35,7 +35,7 @@ def test_the_mover_and_its_target_are_vla_arenas_at_every_step_of_the_pick_and_p
     each step (the target on the way back along the path from step 80)."""
     pair = SideBySide(MICKEY)
     try:
-        ours = pair.ours.arena
+        ours = pair.ours.task_world
         m = ours.sim.model._model
         root = ours.root_id["mickey_1"]
         assert m.body_mocapid[root] == -1 and m.body_jntnum[root] == 1  # a free body
@@ -78,7 +78,7 @@ def test_robosafes_own_cost_mode_keeps_the_kinematic_mover():
     env = TaskEnv(BDDL / MICKEY, render=False, assets="vla-arena", horizon=5)
     try:
         env.reset(seed=0)
-        ours = env.arena
+        ours = env.task_world
         m = ours.sim.model._model
         assert ours.welded == {} and m.neq == 0
         assert m.body_mocapid[ours.root_id["mickey_1"]] >= 0

@@ -80,9 +80,9 @@ def test_the_file_body_holds_the_free_joint_and_falls_as_in_vla_arena(obstacle):
     """The mug and the tomato VLA-Arena samples above the table fall onto it over the wait
     steps: the same poses to the last bit at every step (the box-centre frame was 3e-7 m off
     after the first); robosafe's own reading (the centre body) stays the box centre."""
-    m = obstacle.ours.arena.sim.model._model
+    m = obstacle.ours.task_world.sim.model._model
     for n in obstacle.names:
-        root, centre = obstacle.ours.arena.root_id[n], obstacle.ours.arena.body_id[n]
+        root, centre = obstacle.ours.task_world.root_id[n], obstacle.ours.task_world.body_id[n]
         assert m.body_jntnum[root] == 1 and m.body_parentid[centre] == root
         assert m.body_mass[centre] == 0.0 and m.body_geomnum[centre] == 0
     for _ in range(parity.WAIT_STEPS):
@@ -94,7 +94,7 @@ def test_the_table_is_vla_arenas(obstacle):
     """Tabletop_Manipulation's table slides with friction 0.6 in both (robosafe's default 1.0
     let the tomato drift 2e-8 m in the first step)."""
     ma = obstacle.arena.inner.sim.model._model
-    mr = obstacle.ours.arena.sim.model._model
+    mr = obstacle.ours.task_world.sim.model._model
     ours = mr.geom_friction[mr.geom("table_collision").id]
     assert list(ours) == list(ma.geom_friction[ma.geom("table_collision").id])
     assert list(ours) == [0.6, 0.005, 0.0001]
@@ -106,9 +106,9 @@ def test_bodies_in_vla_arenas_order():
     bit."""
     pair = SideBySide(KIWI)
     try:
-        names = [pair.ours.arena.sim.model._model.body(pair.ours.arena.root_id[n]).name
+        names = [pair.ours.task_world.sim.model._model.body(pair.ours.task_world.root_id[n]).name
                  for n in ("white_bowl_1", "kiwi_1", "flat_stove_1")]
-        ids = [pair.ours.arena.root_id[n] for n in ("white_bowl_1", "kiwi_1", "flat_stove_1")]
+        ids = [pair.ours.task_world.root_id[n] for n in ("white_bowl_1", "kiwi_1", "flat_stove_1")]
         assert ids == sorted(ids), names
         for _ in range(30):
             pair.step(parity.WAIT_ACTION)
@@ -160,8 +160,8 @@ def test_water_balls_are_vla_arenas_file_and_the_row_is_identical():
     ours_env = TaskEnv(BDDL / WATER, cost_mode="vla-arena", render=False, assets="vla-arena")
     try:
         ours_env.reset(seed=0)
-        m = ours_env.arena.sim.model._model
-        root = ours_env.arena.root_id["water_ball_1"]
+        m = ours_env.task_world.sim.model._model
+        root = ours_env.task_world.root_id["water_ball_1"]
         geoms = [g for g in range(m.ngeom) if m.body_rootid[m.geom_bodyid[g]] == root]
         assert [m.geom_type[g] for g in geoms] == [2]  # one sphere
         g = geoms[0]
