@@ -628,7 +628,7 @@ def test_export_to_a_path_that_cannot_be_created_is_one_line(run_dir, tmp_path):
     assert (tmp_path / "file").read_text() == "x"
 
 
-def test_replay_rebuilds_the_worlds_with_the_runs_host_options(tmp_path):
+def test_replay_rebuilds_the_worlds_with_the_runs_host_options(tmp_path, caplog):
     """The dataset says which of its host's own options the run used (meta/robosafe.json
     ``options``), and --replay rebuilds the worlds with them: a run booked by VLA-Arena's
     rules replays with them (its episodes' VLA-Arena record comes back equal); a dataset from
@@ -662,3 +662,14 @@ def test_replay_rebuilds_the_worlds_with_the_runs_host_options(tmp_path):
     side_path.write_text(json.dumps({**side, "options": {**side["options"], "assets": 5}}))
     with pytest.raises(DatasetError, match=r"robosafe.json: options: assets: expected a name"):
         replay_dataset(ds)
+    bad = {**side["options"], "arena_tasks": {"turn_off_stove": [["x"], 1]}}
+    side_path.write_text(json.dumps({**side, "options": bad}))
+    with pytest.raises(DatasetError, match=r"options: arena_tasks: expected task id -> "):
+        replay_dataset(ds)
+    side_path.write_text(json.dumps({**side, "options": {**side["options"], "gripper": "x"}}))
+    with caplog.at_level("WARNING", logger="robosafe"):
+        (newer,) = replay_dataset(ds).episodes
+    assert newer.meta["cost_mode"] == "vla-arena"
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records if "not read" in
+            r.getMessage()] == [("options: gripper not read (not an option of the robosafe host "
+                                 "here); the replay runs without it")]

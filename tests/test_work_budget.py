@@ -270,3 +270,19 @@ def test_an_empty_vla_arena_assets_folder_is_refused_before_any_episode(tmp_path
               f"$ROBOSAFE_VLA_ARENA_ASSETS={empty}: holds no asset folders; point it at the "
               "assets folder itself")
     assert not out.exists()
+
+
+def test_a_run_json_is_priced_before_its_seeds_are_listed(tmp_path):
+    """run.json is a file someone may have edited: a billion episodes without a seed list is
+    refused by its size on --resume, never expanded into a billion seeds."""
+    out = tmp_path / "run"
+    args = ("run", "-o", out, "-p", "zero", "--suite", "demo", "--task-id", "turn_off_stove",
+            "--horizon", "2")
+    assert cli(*args).returncode == 0
+    cfg = json.loads((out / "run.json").read_text())
+    cfg.update(episodes=10**12, seeds=[])
+    (out / "run.json").write_text(json.dumps(cfg))
+    _one_line(cli(*args, "--resume"),
+              "episodes of the run (tasks x levels x -n): 1,000,000,000,000 is over the limit "
+              "of 1,000,000 (each is an outcome row and a trace file, and the run lists them "
+              "all)")

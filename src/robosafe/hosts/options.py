@@ -48,7 +48,7 @@ class HostOptions:
               ) -> HostOptions:
         """The options of ``ask`` for a run of ``tasks``, checked; ``installed``: also that
         what they name is there (False when a stored run is read back)."""
-        refuse_foreign(ask, cls.host, assets=False, cost_mode=False, controller=False)
+        refuse_foreign(ask, cls.host)
         return cls()
 
     @classmethod
@@ -57,9 +57,9 @@ class HostOptions:
         return cls.build(OptionRequest(), {}, installed=False)
 
     def to_json(self) -> dict[str, Any]:
-        """run.json's flat fields (every host writes them all: what its episodes used)."""
-        return {"assets": "stand-in", "cost_mode": "robosafe",
-                "controller": DEFAULT_CONTROLLER, "arena_evaluator": None, "arena_tasks": {}}
+        """run.json's flat fields (every host writes them all: what its episodes used; a host
+        with none of robosafe's simulator's options writes that simulator's defaults)."""
+        return SimOptions().to_json()
 
     def env_keywords(self, task_id: str) -> dict[str, Any]:
         """The keywords the host's env takes from these options, for task ``task_id``."""
@@ -72,19 +72,19 @@ class HostOptions:
         return None
 
 
-def refuse_foreign(ask: OptionRequest, host: str, *, assets: bool, cost_mode: bool,
-                   controller: bool) -> None:
-    """Options a host does not take, refused with one line each (``True``: the host takes it)."""
-    if not assets and ask.assets not in (None, "stand-in"):
+def refuse_foreign(ask: OptionRequest, host: str) -> None:
+    """robosafe's simulator's options, refused for a host that takes none of them (one line
+    each; the simulator's defaults are accepted, as the command line has always passed them)."""
+    if ask.assets not in (None, "stand-in"):
         raise RobosafeError(f"--assets chooses robosafe's own simulator assets; the {host} host "
                             "always has its own")
-    if not cost_mode and ask.cost_mode not in (None, "robosafe"):
+    if ask.cost_mode not in (None, "robosafe"):
         raise RobosafeError(f"--cost-mode applies to CBDDL costs in robosafe's simulator; the "
                             f"{host} host's tasks have none")
-    if not controller and ask.controller == "compiled":
+    if ask.controller == "compiled":
         raise RobosafeError(f"--controller compiled drives robosafe's simulator; the {host} "
                             "host runs its own controller")
-    if not cost_mode and ask.arena_evaluator is not None:
+    if ask.arena_evaluator is not None:
         raise RobosafeError("--arena-evaluator applies with --cost-mode vla-arena")
     _known(ask)
 
@@ -159,10 +159,7 @@ class SimOptions(HostOptions):
         ask = OptionRequest(d.get("assets"), d.get("cost_mode"),
                             d.get("controller") or "robosuite", d.get("arena_evaluator"))
         opts = cls.build(ask, {}, installed=False)
-        try:
-            stored = {str(k): (v[0], v[1]) for k, v in (d.get("arena_tasks") or {}).items()}
-        except (AttributeError, TypeError, IndexError, KeyError):
-            raise RobosafeError("arena_tasks: expected task id -> [suite, level]") from None
+        stored = _arena_tasks(d.get("arena_tasks") or {})
         return cls(opts.assets, opts.cost_mode, opts.controller, opts.arena_evaluator,
                    stored if opts.cost_mode == "vla-arena" else {})
 
@@ -190,6 +187,21 @@ class SimOptions(HostOptions):
         if errors:
             raise errors[0]
         return task_tags(problem)
+
+
+def _arena_tasks(given: Any) -> dict[str, tuple[str | None, int | None]]:
+    """run.json's (or a dataset's) task id -> VLA-Arena (suite, level), checked: a suite is a
+    name or null, a level a whole number or null."""
+    try:
+        out = {str(k): (v[0], v[1]) for k, v in given.items() if len(v) == 2}
+    except (AttributeError, TypeError, IndexError, KeyError):
+        out = None
+    if out is None or len(out) != len(given) or not all(
+            (s is None or isinstance(s, str))
+            and (lv is None or (isinstance(lv, int) and not isinstance(lv, bool)))
+            for s, lv in out.values()):
+        raise RobosafeError("arena_tasks: expected task id -> [suite name or null, level or null]")
+    return out
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from robosafe.budget import MAX_EPISODES, check_count, check_horizon, check_image_size
 from robosafe.errors import RobosafeError
 from robosafe.hosts.options import HostOptions, SimOptions
 from robosafe.redact import redact_url
@@ -150,6 +151,11 @@ class RunPlan:
         try:
             host = str(d.get("host", "robosafe"))
             episodes = int(d.get("episodes", 1))
+            language, visual = (tuple(d.get(k, (0,))) for k in ("language_levels",
+                                                                 "visual_levels"))
+            # a run.json is a file: its sizes are priced before its seeds are listed
+            check_sizes(len(d["tasks"]), len(language) * len(visual), episodes,
+                        d.get("horizon"), d.get("image_size"))
             seeds = tuple(int(x) for x in d.get("seeds") or range(episodes))
             dflt = ShieldConfig()
             shield = ShieldConfig(
@@ -162,8 +168,8 @@ class RunPlan:
             plan = cls(
                 policy=str(d["policy"]), tasks=dict(d["tasks"]), host=host,
                 options=host_spec(host).options_class().from_json(d), episodes=episodes,
-                seeds=seeds, language_levels=tuple(d.get("language_levels", (0,))),
-                visual_levels=tuple(d.get("visual_levels", (0,))), horizon=d.get("horizon"),
+                seeds=seeds, language_levels=language, visual_levels=visual,
+                horizon=d.get("horizon"),
                 suite=d.get("suite"),
                 recording=Recording(bool(d.get("images", False)), d.get("image_size"),
                                     bool(d.get("record_frames", False))),
@@ -178,6 +184,20 @@ class RunPlan:
         if len(plan.seeds) != plan.episodes:
             raise RobosafeError(f"run.json: {len(plan.seeds)} seeds for {plan.episodes} episodes")
         return plan
+
+
+def check_sizes(tasks: int, levels: int, episodes: int, horizon: int | None,
+                image_size: int | None) -> None:
+    """Every size of a run priced before anything is built (robosafe.budget): a run of a
+    billion episodes or steps is refused here, not found out by running out of memory."""
+    if episodes < 1:
+        raise RobosafeError(f"episodes must be at least 1, got {episodes}")
+    check_count("episodes of the run (tasks x levels x -n)", tasks * levels * episodes,
+                MAX_EPISODES, "each is an outcome row and a trace file, and the run lists them all")
+    if horizon is not None:
+        check_horizon(horizon)
+    if image_size is not None:
+        check_image_size(image_size, "--image-size")
 
 
 def robosafe_version() -> str:

@@ -23,6 +23,7 @@ by 1.4 cm and a vase-pushing one by 5.4 cm (measured on the demo suite), hence `
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,11 @@ def _options(given: Any, host: str, where: str) -> HostOptions:
         return cls.build(OptionRequest(), {}, installed=False)
     if not isinstance(given, dict):
         raise DatasetError(f"{where}: options: expected an object of the host's run options")
+    unread = sorted(set(given) - set(cls.build(OptionRequest(), {}, installed=False).to_json()))
+    if unread:  # a newer robosafe's option: the replay cannot apply it
+        logging.getLogger("robosafe.replay").warning(
+            "%s: options: %s not read (not an option of the %s host here); the replay runs "
+            "without it", where, ", ".join(map(str, unread)), host)
     try:
         return cls.from_json(given)
     except RobosafeError as exc:

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from robosafe.budget import MAX_EPISODES, BudgetError, check_count, check_horizon, check_image_size
+from robosafe.budget import MAX_EPISODES, BudgetError
 from robosafe.errors import RobosafeError
 from robosafe.hosts.options import OptionRequest
 from robosafe.redact import redact_url
-from robosafe.runner.plan import Recording, RunPlan, config_text
+from robosafe.runner.plan import Recording, RunPlan, check_sizes, config_text
 from robosafe.runner.shield import ShieldConfig
 from robosafe.runner.until_plan import UntilPlan, parse_until
 
-#: the perturbation levels W0-W4 / V0-V4 (VLA-Arena Sec. 3.3)
+#: the perturbation levels W0-W4 / V0-V4 (VLA-Arena Sec. 2.2-2.3)
 TOP_LEVEL = 4
 
 
@@ -105,15 +105,10 @@ def plan_run(req: RunRequest) -> RunPlan:
         # before the host's tasks are looked up (LIBERO's import takes time)
         check_host(req.host, shield.predictor)
     tasks, suite = _tasks(req, spec)
-    if req.episodes < 1:
-        raise RobosafeError(f"episodes must be at least 1, got {req.episodes}")
     language = _levels(req.language_levels, "--language-level")
     visual = _levels(req.visual_levels, "--visual-level")
-    # every size priced before anything is built (robosafe.budget): a run of a billion
-    # episodes is refused here, not found out by running out of memory
-    check_count("episodes of the run (tasks x levels x -n)",
-                len(tasks) * len(language) * len(visual) * req.episodes, MAX_EPISODES,
-                "each is an outcome row and a trace file, and the run lists them all")
+    check_sizes(len(tasks), len(language) * len(visual), req.episodes, req.horizon,
+                req.image_size)  # before the seeds are listed
     seeds = seed_option(req.seeds, req.episodes) or tuple(range(req.episodes))
     if len(seeds) != req.episodes:
         raise RobosafeError(f"--seeds gives {len(seeds)} seeds for {req.episodes} episodes; "
@@ -126,10 +121,6 @@ def plan_run(req: RunRequest) -> RunPlan:
     options = spec.options_class().build(
         OptionRequest(req.assets, req.cost_mode, controller, req.arena_evaluator), tasks,
         installed=not req.resume)
-    if req.horizon is not None:
-        check_horizon(req.horizon)
-    if req.image_size is not None:
-        check_image_size(req.image_size, "--image-size")
     check_policy_spec(req.policy)
     images = _looks(req.policy) if req.images is None else req.images
     if req.placement_jitter and (not spec.supports("placement_jitter")
